@@ -1,0 +1,92 @@
+"""The exceptions chatmemory raises.
+
+One base class, a small tree::
+
+    ChatMemoryError
+    ├── ConfigurationError      (also a ValueError) a usage mistake: fix the call
+    ├── SerializationError      (also a ValueError) stored or given data could not be read
+    ├── StoreError              a store failed: carries `memory_id` and `store`
+    │   └── ConcurrentUpdateError  another writer won too many times in a row
+    └── ModelError              a chat model failed: `retriable` says whether to try again
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ChatMemoryError",
+    "ConcurrentUpdateError",
+    "ConfigurationError",
+    "ModelError",
+    "SerializationError",
+    "StoreError",
+]
+
+
+class ChatMemoryError(Exception):
+    """Base class of every error raised by chatmemory."""
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+class ConfigurationError(ChatMemoryError, ValueError):
+    """The library was used wrongly: an invalid limit, an unknown model, a bad identifier."""
+
+
+class SerializationError(ChatMemoryError, ValueError):
+    """Data could not be turned into messages (or back).
+
+    `fragment` quotes what could not be read (shortened), `memory_id` and `row` say where it
+    came from when it was read from a store.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        fragment: str | None = None,
+        memory_id: str | None = None,
+        row: object = None,
+    ) -> None:
+        parts = [message]
+        if memory_id is not None:
+            parts.append(f"memory id {memory_id!r}")
+        if row is not None:
+            parts.append(f"row {row!r}")
+        if fragment is not None:
+            parts.append(f"in {shorten(fragment)!r}")
+        super().__init__("; ".join(parts) if len(parts) > 1 else message)
+        self.fragment = fragment
+        self.memory_id = memory_id
+        self.row = row
+
+
+class StoreError(ChatMemoryError):
+    """A store could not do what was asked (unreachable server, failed transaction...).
+
+    Nothing was half-written: every built-in store writes one memory id atomically.
+    """
+
+    def __init__(self, message: str, *, store: object, memory_id: str | None = None) -> None:
+        where = f"{type(store).__name__}" + (f", memory id {memory_id!r}" if memory_id else "")
+        super().__init__(f"{message} ({where})")
+        self.store = store
+        self.memory_id = memory_id
+
+
+class ConcurrentUpdateError(StoreError):
+    """Other writers changed the memory every time this one tried to; nothing was written."""
+
+
+class ModelError(ChatMemoryError):
+    """A chat model call failed. `retriable` is True for rate limits, timeouts, server errors."""
+
+    def __init__(self, message: str, *, retriable: bool) -> None:
+        super().__init__(message)
+        self.retriable = retriable
+
+
+def shorten(text: str, limit: int = 120) -> str:
+    """`text` cut to `limit` characters with an ellipsis, for quoting in error messages."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
