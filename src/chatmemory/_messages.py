@@ -31,6 +31,7 @@ __all__ = [
     "ToolExecutionResultMessage",
     "UserMessage",
     "VideoContent",
+    "check_messages",
     "memo",
 ]
 
@@ -114,7 +115,7 @@ class PdfFileContent:
         _check_media("PdfFileContent", self.url, self.base64_data)
 
 
-Content: TypeAlias = "TextContent | ImageContent | AudioContent | VideoContent | PdfFileContent"
+Content: TypeAlias = TextContent | ImageContent | AudioContent | VideoContent | PdfFileContent
 _CONTENT_TYPES = (TextContent, ImageContent, AudioContent, VideoContent, PdfFileContent)
 
 
@@ -321,7 +322,7 @@ class CustomMessage(_Memoized):
 
 
 ChatMessage: TypeAlias = (
-    "SystemMessage | UserMessage | AiMessage | ToolExecutionResultMessage | CustomMessage"
+    SystemMessage | UserMessage | AiMessage | ToolExecutionResultMessage | CustomMessage
 )
 MESSAGE_TYPES = (SystemMessage, UserMessage, AiMessage, ToolExecutionResultMessage, CustomMessage)
 
@@ -378,3 +379,17 @@ def _attrs(attributes: FrozenDict, comma: bool = True) -> str:
     if not attributes:
         return ""
     return f"{', ' if comma else ''}attributes={attributes!r}"
+
+
+def check_messages(messages: object, source: str) -> list[ChatMessage]:
+    """`messages` as a new list, after checking that it holds only chat messages."""
+    if isinstance(messages, (str, bytes)) or not hasattr(messages, "__iter__"):
+        raise ConfigurationError(f"{source} gave {messages!r}, not a list of chat messages")
+    result = list(messages)
+    for message in result:
+        if not isinstance(message, MESSAGE_TYPES):
+            raise ConfigurationError(
+                f"{source} gave {message!r}, which is not a chat message (SystemMessage, "
+                f"UserMessage, AiMessage, ToolExecutionResultMessage or CustomMessage)"
+            )
+    return result

@@ -1,0 +1,281 @@
+"""The window memories: message-count and token windows, sync and async.
+
+Each is a thin shell: it normalizes arguments, serializes its own operations with a lock, and
+drives the flows of `MemoryCore` against its store. The budget is all that tells the message
+window from the token window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+from collections.abc import Callable, Iterable
+from typing import Protocol, runtime_checkable
+
+from .._errors import ConfigurationError
+from .._flow import arun, run
+from .._messages import MESSAGE_TYPES, ChatMessage, check_messages
+from .._tokens.estimator import TokenCountEstimator
+from ..stores._protocol import (
+    AsyncChatMemoryStore,
+    AsyncIncrementalChatMemoryStore,
+    ChatMemoryStore,
+    IncrementalChatMemoryStore,
+)
+from ..stores.in_memory import AsyncInMemoryChatMemoryStore, SingleMemoryStore
+from .budget import Budget, Limit, MessageBudget, TokenBudget
+from .core import MemoryCore
+
+__all__ = [
+    "AsyncChatMemory",
+    "AsyncMessageWindowChatMemory",
+    "AsyncTokenWindowChatMemory",
+    "ChatMemory",
+    "MessageWindowChatMemory",
+    "TokenWindowChatMemory",
+]
+
+Messages = ChatMessage | Iterable[ChatMessage]
+
+
+@runtime_checkable
+class ChatMemory(Protocol):
+    """The messages to send to the model for one conversation (its window, not its history)."""
+
+    @property
+    def id(self) -> str: ...
+
+    def add(self, *messages: Messages) -> None:
+        """Add messages (one, several, or an iterable), evicting what no longer fits."""
+        ...
+
+    def messages(self) -> list[ChatMessage]:
+        """The window under the current limit, as a new list the caller may change."""
+        ...
+
+    def set(self, *messages: Messages) -> None:
+        """Replace the window with `messages` (after eviction) in one write."""
+        ...
+
+    def clear(self) -> None:
+        """Delete everything stored for this memory id."""
+        ...
+
+
+@runtime_checkable
+class AsyncChatMemory(Protocol):
+    """`ChatMemory` for asyncio."""
+
+    @property
+    def id(self) -> str: ...
+
+    async def add(self, *messages: Messages) -> None: ...
+
+    async def messages(self) -> list[ChatMessage]: ...
+
+    async def set(self, *messages: Messages) -> None: ...
+
+    async def clear(self) -> None: ...
+
+
+def _flatten(messages: tuple[Messages, ...]) -> list[ChatMessage]:
+    if len(messages) == 1 and not isinstance(messages[0], MESSAGE_TYPES):
+        return check_messages(messages[0], "the argument")
+    return check_messages(messages, "the arguments")
+
+
+class _Shell:
+    _kind: str
+
+    def __init__(
+        self, budget: Callable[[str], Budget], memory_id: str, store: object, system_first: bool
+    ) -> None:
+        if not isinstance(memory_id, str) or not memory_id:
+            raise ConfigurationError(f"a memory id must be a non-empty str, got {memory_id!r}")
+        self._store = store
+        self._core = MemoryCore(
+            memory_id=memory_id,
+            budget=budget(memory_id),
+            system_first=system_first,
+            store=store,
+            incremental=isinstance(
+                store, (IncrementalChatMemoryStore, AsyncIncrementalChatMemoryStore)
+            ),
+        )
+        self._limit_repr = ""
+
+    @property
+    def id(self) -> str:
+        """The memory id: whose conversation this is."""
+        return self._core.memory_id
+
+    @property
+    def store(self) -> object:
+        """Where the messages live."""
+        return self._store
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(id={self.id!r}, {self._limit_repr}, store={self._store!r})"
+
+
+class _SyncShell(_Shell):
+    def __init__(
+        self,
+        budget: Callable[[str], Budget],
+        memory_id: str,
+        store: ChatMemoryStore | None,
+        system_first: bool,
+    ) -> None:
+        if store is None:
+            store = SingleMemoryStore(memory_id)
+        elif not isinstance(store, ChatMemoryStore) or _is_async(store):
+            raise ConfigurationError(
+                f"`store` must have get_messages, update_messages and delete_messages "
+                f"(sync; use an Async... memory for an async store), got {store!r}"
+            )
+        super().__init__(budget, memory_id, store, system_first)
+        self._lock = threading.RLock()
+
+    def add(self, *messages: Messages) -> None:
+        batch = _flatten(messages)
+        with self._lock:
+            run(self._core.add(batch), self._store)
+
+    def messages(self) -> list[ChatMessage]:
+        with self._lock:
+            return run(self._core.messages(), self._store)
+
+    def set(self, *messages: Messages) -> None:
+        batch = _flatten(messages)
+        with self._lock:
+            run(self._core.set(batch), self._store)
+
+    def clear(self) -> None:
+        with self._lock:
+            run(self._core.clear(), self._store)
+
+
+class _AsyncShell(_Shell):
+    def __init__(
+        self,
+        budget: Callable[[str], Budget],
+        memory_id: str,
+        store: AsyncChatMemoryStore | None,
+        system_first: bool,
+    ) -> None:
+        if store is None:
+            store = AsyncInMemoryChatMemoryStore(store=SingleMemoryStore(memory_id))
+        elif not isinstance(store, AsyncChatMemoryStore) or not _is_async(store):
+            raise ConfigurationError(
+                f"`store` must have async get_messages, update_messages and delete_messages "
+                f"(use a sync memory for a sync store), got {store!r}"
+            )
+        super().__init__(budget, memory_id, store, system_first)
+        self._lock = asyncio.Lock()
+
+    async def add(self, *messages: Messages) -> None:
+        batch = _flatten(messages)
+        async with self._lock:
+            await arun(self._core.add(batch), self._store)
+
+    async def messages(self) -> list[ChatMessage]:
+        async with self._lock:
+            return await arun(self._core.messages(), self._store)
+
+    async def set(self, *messages: Messages) -> None:
+        batch = _flatten(messages)
+        async with self._lock:
+            await arun(self._core.set(batch), self._store)
+
+    async def clear(self) -> None:
+        async with self._lock:
+            await arun(self._core.clear(), self._store)
+
+
+def _is_async(store: object) -> bool:
+    return inspect.iscoroutinefunction(getattr(store, "get_messages", None))
+
+
+def _message_budget(max_messages: Limit) -> Callable[[str], Budget]:
+    return lambda memory_id: MessageBudget(max_messages, memory_id)
+
+
+def _token_budget(max_tokens: Limit, estimator: TokenCountEstimator) -> Callable[[str], Budget]:
+    return lambda memory_id: TokenBudget(max_tokens, estimator, memory_id)
+
+
+class MessageWindowChatMemory(_SyncShell):
+    """Keeps the newest `max_messages` messages (the system message counts and always stays).
+
+    `max_messages` may be a function of the memory id, evaluated on every operation.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_messages: Limit,
+        id: str = "default",
+        store: ChatMemoryStore | None = None,
+        always_keep_system_message_first: bool = False,
+    ) -> None:
+        super().__init__(
+            _message_budget(max_messages), id, store, always_keep_system_message_first
+        )
+        self._limit_repr = f"max_messages={max_messages!r}"
+
+
+class TokenWindowChatMemory(_SyncShell):
+    """Keeps the newest messages whose request costs at most `max_tokens` by `estimator`.
+
+    `max_tokens` may be a function of the memory id, evaluated on every operation.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_tokens: Limit,
+        estimator: TokenCountEstimator,
+        id: str = "default",
+        store: ChatMemoryStore | None = None,
+        always_keep_system_message_first: bool = False,
+    ) -> None:
+        super().__init__(
+            _token_budget(max_tokens, estimator), id, store, always_keep_system_message_first
+        )
+        self._limit_repr = f"max_tokens={max_tokens!r}"
+
+
+class AsyncMessageWindowChatMemory(_AsyncShell):
+    """`MessageWindowChatMemory` for asyncio: same rules, awaited store calls."""
+
+    def __init__(
+        self,
+        *,
+        max_messages: Limit,
+        id: str = "default",
+        store: AsyncChatMemoryStore | None = None,
+        always_keep_system_message_first: bool = False,
+    ) -> None:
+        super().__init__(
+            _message_budget(max_messages), id, store, always_keep_system_message_first
+        )
+        self._limit_repr = f"max_messages={max_messages!r}"
+
+
+class AsyncTokenWindowChatMemory(_AsyncShell):
+    """`TokenWindowChatMemory` for asyncio: same rules, awaited store calls."""
+
+    def __init__(
+        self,
+        *,
+        max_tokens: Limit,
+        estimator: TokenCountEstimator,
+        id: str = "default",
+        store: AsyncChatMemoryStore | None = None,
+        always_keep_system_message_first: bool = False,
+    ) -> None:
+        super().__init__(
+            _token_budget(max_tokens, estimator), id, store, always_keep_system_message_first
+        )
+        self._limit_repr = f"max_tokens={max_tokens!r}"
