@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from .._messages import ChatMessage
 
@@ -116,8 +116,14 @@ class IncrementalChatMemoryStore(ChatMemoryStore, Protocol):
         """
         ...
 
-    def history(self, memory_id: str) -> list[HistoryEntry]:
-        """Every message ever added to `memory_id`, oldest first."""
+    def history(
+        self, memory_id: str, *, errors: Literal["raise", "skip"] = "raise"
+    ) -> list[HistoryEntry]:
+        """Every message ever added to `memory_id`, oldest first.
+
+        A stored row that cannot be read raises `SerializationError` naming the memory id and
+        the row; with `errors="skip"` such rows are left out and the rest is returned.
+        """
         ...
 
     def memory_ids(self) -> list[str]:
@@ -151,6 +157,8 @@ class AsyncIncrementalChatMemoryStore(AsyncChatMemoryStore, Protocol):
         evict: Sequence[int],
     ) -> bool: ...
 
-    async def history(self, memory_id: str) -> list[HistoryEntry]: ...
+    async def history(
+        self, memory_id: str, *, errors: Literal["raise", "skip"] = "raise"
+    ) -> list[HistoryEntry]: ...
 
     async def memory_ids(self) -> list[str]: ...

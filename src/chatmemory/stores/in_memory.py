@@ -6,6 +6,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Literal
 
 from .._errors import ConfigurationError
 from ._protocol import HistoryEntry, NewMessage, StoredMessage, WindowSnapshot
@@ -78,7 +79,10 @@ class InMemoryChatMemoryStore(SeedContract):
         with self._lock:
             self._logs.pop(memory_id, None)
 
-    def history(self, memory_id: str) -> list[HistoryEntry]:
+    def history(
+        self, memory_id: str, *, errors: Literal["raise", "skip"] = "raise"
+    ) -> list[HistoryEntry]:
+        """Everything added to `memory_id`; rows here are always readable, so `errors` is moot."""
         self._check(memory_id)
         with self._lock:
             log = self._logs.get(memory_id)
@@ -152,8 +156,10 @@ class AsyncInMemoryChatMemoryStore(AsyncSeedContract):
     async def delete_messages(self, memory_id: str) -> None:
         self.sync.delete_messages(memory_id)
 
-    async def history(self, memory_id: str) -> list[HistoryEntry]:
-        return self.sync.history(memory_id)
+    async def history(
+        self, memory_id: str, *, errors: Literal["raise", "skip"] = "raise"
+    ) -> list[HistoryEntry]:
+        return self.sync.history(memory_id, errors=errors)
 
     async def memory_ids(self) -> list[str]:
         return self.sync.memory_ids()

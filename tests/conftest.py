@@ -1,0 +1,22 @@
+"""Shared test setup: real servers are used when they answer; under CI they must answer."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+REDIS_URL = os.environ.get("CHATMEMORY_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+POSTGRES_DSN = os.environ.get(
+    "CHATMEMORY_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test"
+)
+
+
+def server_unavailable(name: str, reason: str) -> None:
+    """Skip (on a developer's machine) or fail (under CI=true) a test that needs a server."""
+    message = f"{name} is not reachable ({reason}); set CI=true to make this a failure"
+    if IN_CI:
+        pytest.fail(f"{name} is required under CI=true but is not reachable: {reason}")
+    pytest.skip(message)

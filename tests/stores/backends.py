@@ -1,0 +1,96 @@
+"""Every store the contract suite runs against, sync and async.
+
+A backend module `backend_<name>.py` beside this file defines `BACKEND = Backend(...)`; the
+suite picks it up. `open_sync` / `open_async` are async context managers (created inside the
+test's event loop) that yield a fresh, isolated store and clean up after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import pkgutil
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+@dataclass(frozen=True)
+class Context:
+    tmp_path: Path
+    unique: str
+    """A name no other test run uses (key prefix, schema name...)."""
+
+
+Opener = Callable[[Context], AbstractAsyncContextManager[Any]]
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    open_sync: Opener
+    open_async: Opener
+    marks: tuple[pytest.MarkDecorator, ...] = field(default=())
+
+
+class AwaitableFacade:
+    """A sync object seen through awaitable methods, so one async scenario drives both APIs."""
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.target, name)
+        if not callable(attr):
+            return attr
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return attr(*args, **kwargs)
+
+        return call
+
+
+def load_backends() -> list[Backend]:
+    here = Path(__file__).parent
+    backends = []
+    for info in sorted(pkgutil.iter_modules([str(here)]), key=lambda i: i.name):
+        if info.name.startswith("backend_"):
+            module = importlib.import_module(f"{__package__}.{info.name}")
+            backends.append(module.BACKEND)
+    return backends
+
+
+BACKENDS = load_backends()
+
+
+def store_params() -> list[Any]:
+    return [
+        pytest.param((backend, mode), id=f"{backend.name}-{mode}", marks=backend.marks)
+        for backend in BACKENDS
+        for mode in ("sync", "async")
+    ]
+
+
+def drive(
+    param: tuple[Backend, str],
+    context: Context,
+    scenario: Callable[..., Awaitable[None]],
+) -> None:
+    """Run `scenario(store, raw_store, mode)` on a fresh store of the backend, in one loop."""
+    backend, mode = param
+
+    async def main() -> None:
+        opener = backend.open_sync if mode == "sync" else backend.open_async
+        async with opener(context) as store:
+            facade = AwaitableFacade(store) if mode == "sync" else store
+            await scenario(facade, store, mode)
+
+    asyncio.run(main())
+
+
+async def aiter_list(items: AsyncIterator[Any]) -> list[Any]:
+    return [item async for item in items]
