@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+from collections.abc import Iterator
 
 import pytest
+
+from .memory_helpers import MODES, Factory
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -20,3 +24,13 @@ def server_unavailable(name: str, reason: str) -> None:
     if IN_CI:
         pytest.fail(f"{name} is required under CI=true but is not reachable: {reason}")
     pytest.skip(message)
+
+
+@pytest.fixture(params=MODES)
+def make(request: pytest.FixtureRequest) -> Iterator[Factory]:
+    """Memory factory; every test using it runs once through sync and once through async."""
+    loop = asyncio.new_event_loop()
+    try:
+        yield Factory(request.param, loop)
+    finally:
+        loop.close()
