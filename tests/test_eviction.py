@@ -41,7 +41,8 @@ def test_fit_returns_a_new_list_and_never_mutates() -> None:
     given_entries = entries(UserMessage("a"), UserMessage("b"))
     before = list(given_entries)
     kept = fit(given_entries, lambda e: e.size, capacity=10)
-    assert kept == given_entries and kept is not given_entries
+    assert kept == given_entries
+    assert kept is not given_entries
     assert given_entries == before
 
 
@@ -115,9 +116,9 @@ def _message(kind: int, i: int) -> ChatMessage:
     return SystemMessage(f"s{i}")
 
 
-windows = st.lists(
-    st.tuples(st.integers(0, 4), st.integers(0, 40)), max_size=30
-).map(lambda items: [Entry(_message(k, i), size) for i, (k, size) in enumerate(items)])
+windows = st.lists(st.tuples(st.integers(0, 4), st.integers(0, 40)), max_size=30).map(
+    lambda items: [Entry(_message(k, i), size) for i, (k, size) in enumerate(items)]
+)
 
 
 @given(windows, st.integers(1, 200), st.integers(0, 5), st.booleans())

@@ -301,7 +301,7 @@ def test_repr_names_the_id_and_limit(make: Factory) -> None:
     assert "id='x', max_messages=3" in repr(make.messages(max_messages=3, id="x"))
 
 
-# -- beyond LangChain4j ------------------------------------------------------------------------------
+# -- beyond LangChain4j ----------------------------------------------------------------
 
 
 def test_a_user_written_store_works(make: Factory) -> None:

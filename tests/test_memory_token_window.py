@@ -77,7 +77,8 @@ def test_keeps_the_specified_number_of_tokens(make: Factory) -> None:
     m = [user(10, "abcdefgh"[i]) for i in range(4)]
     memory = make.tokens(max_tokens=33, estimator=ESTIMATOR)
     memory.add(m[0], m[1], m[2])
-    assert memory.messages() == m[:3] and count(memory.messages()) == 33
+    assert memory.messages() == m[:3]
+    assert count(memory.messages()) == 33
     memory.add(m[3])
     assert memory.messages() == m[1:]
 
@@ -116,7 +117,8 @@ def test_evicting_a_call_evicts_its_result(make: Factory) -> None:
     memory.add(RESULT)
     assert memory.messages() == [CALL, RESULT]
     memory.add(answer)
-    assert memory.messages() == [answer] and count([answer]) == 14
+    assert memory.messages() == [answer]
+    assert count([answer]) == 14
 
 
 def test_evicting_a_call_evicts_its_result_with_a_system_message(make: Factory) -> None:
@@ -127,7 +129,8 @@ def test_evicting_a_call_evicts_its_result_with_a_system_message(make: Factory) 
     memory.add(RESULT)
     assert memory.messages() == [SYS, CALL, RESULT]
     memory.add(answer)
-    assert memory.messages() == [SYS, answer] and count([SYS, answer]) == 23
+    assert memory.messages() == [SYS, answer]
+    assert count([SYS, answer]) == 23
 
 
 def test_adding_a_result_that_does_not_fit_leaves_the_system_message(make: Factory) -> None:
@@ -135,7 +138,8 @@ def test_adding_a_result_that_does_not_fit_leaves_the_system_message(make: Facto
     memory.add(SYS, CALL)
     assert count(memory.messages()) == 36
     memory.add(RESULT)
-    assert memory.messages() == [SYS] and count([SYS]) == 12
+    assert memory.messages() == [SYS]
+    assert count([SYS]) == 12
 
 
 TWO_CALLS = AiMessage(

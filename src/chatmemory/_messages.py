@@ -55,10 +55,12 @@ class TextContent:
         _require_str(self.text, "TextContent.text")
 
 
-def _check_media(kind: str, url: str | None, base64_data: str | None) -> None:
+def _check_media(
+    kind: str, url: str | None, base64_data: str | None, mime_type: str | None
+) -> None:
     if url is None and base64_data is None:
         raise ConfigurationError(f"{kind} needs a `url` or `base64_data`")
-    for value, field in ((url, "url"), (base64_data, "base64_data")):
+    for value, field in ((url, "url"), (base64_data, "base64_data"), (mime_type, "mime_type")):
         if value is not None:
             _require_str(value, f"{kind}.{field}")
 
@@ -74,9 +76,18 @@ class ImageContent:
     revised_prompt: str | None = None
 
     def __post_init__(self) -> None:
-        _check_media("ImageContent", self.url, self.base64_data)
+        _check_media("ImageContent", self.url, self.base64_data, self.mime_type)
+        if self.revised_prompt is not None:
+            _require_str(self.revised_prompt, "ImageContent.revised_prompt")
         if not isinstance(self.detail_level, DetailLevel):
-            object.__setattr__(self, "detail_level", DetailLevel(self.detail_level))
+            try:
+                level = DetailLevel(self.detail_level)
+            except ValueError:
+                raise ConfigurationError(
+                    f"`ImageContent.detail_level` must be one of LOW, HIGH, ULTRA_HIGH, AUTO, "
+                    f"got {self.detail_level!r}"
+                ) from None
+            object.__setattr__(self, "detail_level", level)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,7 +99,7 @@ class AudioContent:
     mime_type: str | None = None
 
     def __post_init__(self) -> None:
-        _check_media("AudioContent", self.url, self.base64_data)
+        _check_media("AudioContent", self.url, self.base64_data, self.mime_type)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,7 +111,7 @@ class VideoContent:
     mime_type: str | None = None
 
     def __post_init__(self) -> None:
-        _check_media("VideoContent", self.url, self.base64_data)
+        _check_media("VideoContent", self.url, self.base64_data, self.mime_type)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,7 +123,7 @@ class PdfFileContent:
     mime_type: str | None = None
 
     def __post_init__(self) -> None:
-        _check_media("PdfFileContent", self.url, self.base64_data)
+        _check_media("PdfFileContent", self.url, self.base64_data, self.mime_type)
 
 
 Content: TypeAlias = TextContent | ImageContent | AudioContent | VideoContent | PdfFileContent
@@ -185,7 +196,9 @@ class UserMessage(_Memoized):
 
     def __repr__(self) -> str:
         body = (
-            repr(shorten(self.text, 60)) if self.has_single_text() else f"contents={self.contents!r}"
+            repr(shorten(self.text, 60))
+            if self.has_single_text()
+            else f"contents={self.contents!r}"
         )
         return f"UserMessage({body}{_opt('name', self.name)}{_attrs(self.attributes)})"
 
@@ -295,7 +308,9 @@ class ToolExecutionResultMessage(_Memoized):
 
     def __repr__(self) -> str:
         body = (
-            repr(shorten(self.text, 60)) if self.has_single_text() else f"contents={self.contents!r}"
+            repr(shorten(self.text, 60))
+            if self.has_single_text()
+            else f"contents={self.contents!r}"
         )
         error = "" if self.is_error is None else f", is_error={self.is_error!r}"
         return (
@@ -332,7 +347,9 @@ def _require_str(value: object, field: str) -> None:
         raise ConfigurationError(f"`{field}` must be a str, got {type(value).__name__}: {value!r}")
 
 
-def _contents(kind: str, text: str | None, contents: Iterable[Content] | None) -> tuple[Content, ...]:
+def _contents(
+    kind: str, text: str | None, contents: Iterable[Content] | None
+) -> tuple[Content, ...]:
     if (text is None) == (contents is None):
         raise ConfigurationError(f"{kind} takes either `text` or `contents`, exactly one of them")
     if text is not None:

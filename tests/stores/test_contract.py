@@ -51,7 +51,9 @@ EVERY_KIND: list[ChatMessage] = [
         contents=[
             TextContent("What is on this picture?"),
             ImageContent(url="https://example.com/cat.png"),
-            ImageContent(base64_data="iVBORw0K", mime_type="image/png", detail_level=DetailLevel.HIGH),
+            ImageContent(
+                base64_data="iVBORw0K", mime_type="image/png", detail_level=DetailLevel.HIGH
+            ),
             AudioContent(base64_data="SUQz", mime_type="audio/mp3"),
             VideoContent(url="https://example.com/v.mp4"),
             PdfFileContent(base64_data="JVBERi0", mime_type="application/pdf"),
@@ -208,7 +210,9 @@ def test_history_has_utc_timestamps_in_order(backend: Any, context: Context) -> 
         history = await store.history("h")
         assert [h.seq for h in history] == [0, 1, 2]
         stamps = [h.created_at for h in history]
-        assert all(s.tzinfo is not None and s.utcoffset() == timezone.utc.utcoffset(s) for s in stamps)
+        assert all(
+            s.tzinfo is not None and s.utcoffset() == timezone.utc.utcoffset(s) for s in stamps
+        )
         assert stamps == sorted(stamps)
 
     drive(backend, context, scenario)
@@ -234,7 +238,11 @@ def test_message_window_memory_keeps_evicted_messages_as_history(
         await memory.add(SystemMessage("be brief"))
         for i in range(6):
             await memory.add(UserMessage(f"q{i}"), AiMessage(f"a{i}"))
-        assert await memory.messages() == [SystemMessage("be brief"), UserMessage("q5"), AiMessage("a5")]
+        assert await memory.messages() == [
+            SystemMessage("be brief"),
+            UserMessage("q5"),
+            AiMessage("a5"),
+        ]
         assert await store.get_messages("chat") == await memory.messages()
         history = await store.history("chat")
         assert len(history) == 13
@@ -270,7 +278,10 @@ def test_token_window_memory_stores_counts_with_rows(backend: Any, context: Cont
         memory = memory_for(raw, mode, "tok", max_tokens=12, estimator=WordEstimator())
         await memory.add(UserMessage("one two three"), AiMessage("four five"))
         await memory.add(UserMessage("six seven eight nine"))
-        assert await memory.messages() == [AiMessage("four five"), UserMessage("six seven eight nine")]
+        assert await memory.messages() == [
+            AiMessage("four five"),
+            UserMessage("six seven eight nine"),
+        ]
         rows = (await store.load_window("tok")).rows
         assert [(r.token_count, r.counted_by) for r in rows] == [(3, "words:v1"), (5, "words:v1")]
         # a fresh process reads the counts instead of counting again
@@ -309,7 +320,9 @@ def test_concurrent_writers_lose_nothing(backend: Any, context: Context) -> None
             await asyncio.gather(*(awrite(w) for w in range(writers)))
         history = await store.history("shared")
         texts = [h.message.text for h in history]
-        assert sorted(texts) == sorted(f"w{w}-{i}" for w in range(writers) for i in range(per_writer))
+        assert sorted(texts) == sorted(
+            f"w{w}-{i}" for w in range(writers) for i in range(per_writer)
+        )
         for w in range(writers):  # each writer's messages in its own order
             own = [t for t in texts if t.startswith(f"w{w}-")]
             assert own == [f"w{w}-{i}" for i in range(per_writer)]

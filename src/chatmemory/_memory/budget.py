@@ -53,8 +53,8 @@ class _Limited:
 class MessageBudget(_Limited):
     """Each message weighs one; the system message counts too."""
 
-    overhead = 0
-    counted_by = None
+    overhead: int = 0
+    counted_by: str | None = None
 
     def __init__(self, max_messages: Limit, memory_id: str) -> None:
         super().__init__(max_messages, "max_messages", memory_id)

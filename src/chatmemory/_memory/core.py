@@ -33,7 +33,13 @@ class MemoryCore:
     """The state and flows of one window memory; holds no messages itself."""
 
     def __init__(
-        self, *, memory_id: str, budget: Budget, system_first: bool, store: object, incremental: bool
+        self,
+        *,
+        memory_id: str,
+        budget: Budget,
+        system_first: bool,
+        store: object,
+        incremental: bool,
     ) -> None:
         if not isinstance(memory_id, str) or not memory_id:
             raise ConfigurationError(f"a memory id must be a non-empty str, got {memory_id!r}")
@@ -72,7 +78,9 @@ class MemoryCore:
 
     def set(self, messages: Sequence[ChatMessage]) -> Flow[None]:
         if not self.incremental:
-            window = self._fit(arrange([_Entry(m) for m in messages], system_first=self.system_first))
+            window = self._fit(
+                arrange([_Entry(m) for m in messages], system_first=self.system_first)
+            )
             yield Call("update_messages", (self.memory_id, [e.message for e in window]))
             return
         delays = backoff()
@@ -80,7 +88,7 @@ class MemoryCore:
             version, loaded = yield from self._load()
             given = [_Entry(m) for m in messages]
             added = []
-            for entry, previous in zip(given, plan_replace(loaded, messages)):
+            for entry, previous in zip(given, plan_replace(loaded, messages), strict=True):
                 if previous is None:
                     added.append(entry)
                 else:

@@ -219,9 +219,7 @@ class MessageWindowChatMemory(_SyncShell):
         store: ChatMemoryStore | None = None,
         always_keep_system_message_first: bool = False,
     ) -> None:
-        super().__init__(
-            _message_budget(max_messages), id, store, always_keep_system_message_first
-        )
+        super().__init__(_message_budget(max_messages), id, store, always_keep_system_message_first)
         self._limit_repr = f"max_messages={max_messages!r}"
 
 
@@ -257,9 +255,7 @@ class AsyncMessageWindowChatMemory(_AsyncShell):
         store: AsyncChatMemoryStore | None = None,
         always_keep_system_message_first: bool = False,
     ) -> None:
-        super().__init__(
-            _message_budget(max_messages), id, store, always_keep_system_message_first
-        )
+        super().__init__(_message_budget(max_messages), id, store, always_keep_system_message_first)
         self._limit_repr = f"max_messages={max_messages!r}"
 
 

@@ -27,7 +27,7 @@ def replace_flow(store: object, memory_id: str, messages: Sequence[ChatMessage])
         snapshot: WindowSnapshot = yield Call("load_window", (memory_id,))
         reused = plan_replace(snapshot.rows, wanted)
         kept = {row.seq for row in reused if row is not None}
-        append = [NewMessage(m) for m, row in zip(wanted, reused) if row is None]
+        append = [NewMessage(m) for m, row in zip(wanted, reused, strict=True) if row is None]
         evict = [row.seq for row in snapshot.rows if row.seq not in kept]
         if not append and not evict:
             return
