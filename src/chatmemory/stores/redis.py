@@ -1,0 +1,561 @@
+"""Redis stores: many application servers sharing one set of conversations.
+
+Every memory id lives in four keys that share one Redis Cluster hash tag, the whole memory id::
+
+    {prefix}{<id>}:meta   HASH   version, next_seq, commit (token of the last commit)
+    {prefix}{<id>}:log    HASH   seq -> the message as LangChain4j JSON, nothing else
+    {prefix}{<id>}:info   HASH   seq -> "<created_at µs since the epoch> [token_count, counted_by]"
+    {prefix}{<id>}:win    ZSET   the seqs still in the window (score = seq)
+
+In `<id>`, `%`, `{` and `}` are percent-encoded, so the hash tag is always exactly the memory id,
+two ids never share a key, and all keys of an id sit in one cluster slot. Reading the window is
+one Lua script touching only the window's rows; a commit is one Lua script that checks the
+version, appends rows, takes evicted seqs out of the window and bumps the version, so adding a
+message costs the same after 100 or 100,000 of them, and a write is applied whole or not at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import re
+import secrets
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
+
+from .._codec.langchain4j import message_from_json, message_to_json
+from .._errors import ConfigurationError, SerializationError, StoreError, shorten
+from .._messages import ChatMessage
+from ._protocol import HistoryEntry, NewMessage, StoredMessage, WindowSnapshot
+from ._seed import AsyncSeedContract, SeedContract
+
+try:
+    import redis
+    import redis.asyncio
+    from redis.asyncio.retry import Retry as AsyncRetry
+    from redis.backoff import ExponentialWithJitterBackoff
+    from redis.retry import Retry
+except ImportError:  # the optional extra is not installed: the stores say so when constructed
+    _redis_missing = True
+else:
+    _redis_missing = False
+
+if TYPE_CHECKING:
+    from redis.commands.core import AsyncScript, Script
+
+__all__ = ["AsyncRedisChatMemoryStore", "RedisChatMemoryStore"]
+
+DEFAULT_URL = "redis://localhost:6379/0"
+DEFAULT_PREFIX = "chatmemory:"
+
+_PARTS = (b"meta", b"log", b"info", b"win")
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_GLOB_SPECIAL = frozenset(b"*?[]\\")
+
+# --- Lua (KEYS are always meta, log, info, win of one memory id) ----------------------------------
+
+_LUA_HMGET = """
+local function hmget(key, fields)
+  local out = {}
+  for first = 1, #fields, 1000 do
+    local part = redis.call('HMGET', key, unpack(fields, first, math.min(first + 999, #fields)))
+    for i = 1, #part do out[#out + 1] = part[i] end
+  end
+  return out
+end
+"""
+
+_LOAD = (
+    _LUA_HMGET
+    + """
+local version = redis.call('HGET', KEYS[1], 'version')
+if not version then return {} end
+local seqs = redis.call('ZRANGE', KEYS[4], 0, -1)
+return {version, seqs, hmget(KEYS[2], seqs), hmget(KEYS[3], seqs)}
+"""
+)
+
+_HISTORY = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {} end
+return {redis.call('HGETALL', KEYS[2]), redis.call('HGETALL', KEYS[3]),
+        redis.call('ZRANGE', KEYS[4], 0, -1)}
+"""
+
+# ARGV: expected version, ttl in ms (0: none), commit token, number of evicted seqs, the evicted
+# seqs, then three values per appended row: "1"/"0" (in the window), message JSON, info tail.
+_COMMIT = """
+local current = redis.call('HMGET', KEYS[1], 'version', 'next_seq', 'commit')
+local version = tonumber(current[1]) or 0
+if version ~= tonumber(ARGV[1]) then
+  -- a client retrying this very commit after losing the reply: it is already applied
+  if current[3] == ARGV[3] then return 1 end
+  return 0
+end
+if not current[1] then
+  -- a new (or deleted, or expired) id: nothing that a half-done expiry left may survive
+  redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
+end
+local seq = tonumber(current[2]) or 0
+local evicted = tonumber(ARGV[4])
+for first = 5, 4 + evicted, 1000 do
+  redis.call('ZREM', KEYS[4], unpack(ARGV, first, math.min(first + 999, 4 + evicted)))
+end
+local now = redis.call('TIME')
+local stamp = now[1] .. string.format('%06d', tonumber(now[2])) .. ' '
+for i = 5 + evicted, #ARGV, 3 do
+  local field = string.format('%d', seq)
+  redis.call('HSET', KEYS[2], field, ARGV[i + 1])
+  redis.call('HSET', KEYS[3], field, stamp .. ARGV[i + 2])
+  if ARGV[i] == '1' then redis.call('ZADD', KEYS[4], field, field) end
+  seq = seq + 1
+end
+redis.call('HSET', KEYS[1], 'version', string.format('%d', version + 1),
+           'next_seq', string.format('%d', seq), 'commit', ARGV[3])
+local ttl = tonumber(ARGV[2])
+if ttl > 0 then
+  for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], ttl) end
+end
+return 1
+"""
+
+
+# --- keys -----------------------------------------------------------------------------------------
+
+
+def _require_redis(cls: str) -> None:
+    if _redis_missing:
+        raise ImportError(
+            f"{cls} needs the redis package, an optional extra: pip install 'chatmemory[redis]'"
+        )
+
+
+def _retry_policy() -> tuple[ExponentialWithJitterBackoff, int]:
+    """How a client the store makes itself retries a command after a connection error."""
+    return ExponentialWithJitterBackoff(cap=0.5, base=0.01), 3
+
+
+def _check_prefix(prefix: object) -> bytes:
+    if not isinstance(prefix, str):
+        raise ConfigurationError(f"`prefix` must be a str, got {prefix!r}")
+    if "{" in prefix or "}" in prefix:
+        raise ConfigurationError(
+            f"`prefix` must not contain '{{' or '}}' (the memory id is the key's hash tag), "
+            f"got {prefix!r}"
+        )
+    return prefix.encode()
+
+
+def _escape(memory_id: str) -> bytes:
+    """`memory_id` as it appears between the braces of its keys."""
+    if not isinstance(memory_id, str) or not memory_id:
+        raise ConfigurationError(f"a memory id must be a non-empty str, got {memory_id!r}")
+    escaped = memory_id.replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
+    try:
+        return escaped.encode()
+    except UnicodeEncodeError:
+        raise ConfigurationError(
+            f"a memory id must be encodable as UTF-8 (no lone surrogates), got {memory_id!r}"
+        ) from None
+
+
+_UNESCAPE = {"%25": "%", "%7B": "{", "%7D": "}"}
+
+
+def _unescape(escaped: str) -> str:
+    return re.sub("%25|%7B|%7D", lambda match: _UNESCAPE[match.group()], escaped)
+
+
+def _keys(prefix: bytes, memory_id: str) -> list[bytes]:
+    """The meta, log, info and win keys of `memory_id`, all in the slot of hash tag `memory_id`."""
+    base = prefix + b"{" + _escape(memory_id) + b"}:"
+    return [base + part for part in _PARTS]
+
+
+def _meta_pattern(prefix: bytes) -> bytes:
+    """The SCAN pattern matching the meta key of every memory id under `prefix`."""
+    escaped = b"".join(b"\\" + bytes([c]) if c in _GLOB_SPECIAL else bytes([c]) for c in prefix)
+    return escaped + b"{*}:meta"
+
+
+def _memory_id_of(prefix: bytes, key: bytes | str) -> str | None:
+    """The memory id whose meta key is `key`; None for a key that is not one."""
+    raw = key.encode() if isinstance(key, str) else key
+    head, tail = prefix + b"{", b"}:meta"
+    if not (raw.startswith(head) and raw.endswith(tail)):
+        return None
+    inner = raw[len(head) : -len(tail)]
+    if not inner or b"}" in inner:
+        return None
+    return _unescape(inner.decode())
+
+
+def _ttl_ms(ttl: object) -> int:
+    """`ttl` in milliseconds, 0 for none."""
+    if ttl is None:
+        return 0
+    if isinstance(ttl, timedelta):
+        seconds = ttl.total_seconds()
+    elif isinstance(ttl, (int, float)) and not isinstance(ttl, bool):
+        seconds = float(ttl)
+    else:
+        raise ConfigurationError(f"`ttl` must be seconds or a timedelta, got {ttl!r}")
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise ConfigurationError(f"`ttl` must be positive and finite, got {ttl!r}")
+    return math.ceil(seconds * 1000)
+
+
+# --- arguments and replies -----------------------------------------------------------------------
+
+
+def _commit_args(
+    *, version: int, ttl_ms: int, token: str, append: Sequence[NewMessage], evict: Sequence[int]
+) -> list[int | str]:
+    args: list[int | str] = [int(version), ttl_ms, token, len(evict)]
+    args.extend(int(seq) for seq in evict)
+    for new in append:
+        args.append("1" if new.in_window else "0")
+        args.append(message_to_json(new.message))
+        args.append(json.dumps([new.token_count, new.counted_by], separators=(",", ":")))
+    return args
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def _unreadable(
+    what: str, memory_id: str, row: object, fragment: str | None, cause: Exception | None = None
+) -> NoReturn:
+    raise SerializationError(
+        f"{what}; delete the memory id or read its history with errors='skip'",
+        fragment=fragment,
+        memory_id=memory_id,
+        row=row,
+    ) from cause
+
+
+def _seq(memory_id: str, raw: bytes | str) -> int:
+    text = _text(raw)
+    if not (text.isascii() and text.isdigit()):
+        _unreadable("a stored row has no sequence number", memory_id, text, None)
+    return int(text)
+
+
+def _message(memory_id: str, seq: int, payload: bytes | str | None) -> ChatMessage:
+    if payload is None:
+        _unreadable("the stored message is missing", memory_id, seq, None)
+    try:
+        return message_from_json(payload)
+    except SerializationError as error:
+        reason = str(error).removesuffix(f"; in {shorten(error.fragment or '')!r}")
+        what = f"a stored message cannot be read ({reason})"
+        _unreadable(what, memory_id, seq, _text(payload), error)
+
+
+def _info(
+    memory_id: str, seq: int, raw: bytes | str | None
+) -> tuple[datetime, int | None, str | None]:
+    """When row `seq` was stored, and its token count and who counted it."""
+    text = "" if raw is None else _text(raw)
+    stamp, _, extra = text.partition(" ")
+    try:
+        created = _EPOCH + timedelta(microseconds=int(stamp))
+        token_count, counted_by = json.loads(extra)
+    except (ValueError, TypeError, OverflowError) as error:
+        _unreadable("the stored row's metadata cannot be read", memory_id, seq, text, error)
+    if not (
+        (token_count is None or type(token_count) is int)
+        and (counted_by is None or isinstance(counted_by, str))
+    ):
+        _unreadable("the stored row's token count cannot be read", memory_id, seq, text)
+    return created, token_count, counted_by
+
+
+def _snapshot(memory_id: str, reply: list[Any]) -> WindowSnapshot:
+    if not reply:
+        return WindowSnapshot(0, ())
+    version, seqs, payloads, infos = reply
+    rows = []
+    for raw_seq, payload, info in zip(seqs, payloads, infos, strict=True):
+        seq = _seq(memory_id, raw_seq)
+        _, token_count, counted_by = _info(memory_id, seq, info)
+        rows.append(StoredMessage(seq, _message(memory_id, seq, payload), token_count, counted_by))
+    return WindowSnapshot(int(version), tuple(rows))
+
+
+def _check_errors(errors: object) -> None:
+    if errors not in ("raise", "skip"):
+        raise ConfigurationError(f"`errors` must be 'raise' or 'skip', got {errors!r}")
+
+
+def _history(
+    memory_id: str, reply: list[Any], errors: Literal["raise", "skip"]
+) -> list[HistoryEntry]:
+    if not reply:
+        return []
+    flat_log, flat_info, window = reply
+    infos = dict(zip(flat_info[::2], flat_info[1::2], strict=True))
+    in_window = set(window)
+    rows = []
+    for field, payload in sorted(zip(flat_log[::2], flat_log[1::2], strict=True), key=_by_seq):
+        try:
+            seq = _seq(memory_id, field)
+            created, _, _ = _info(memory_id, seq, infos.get(field))
+            message = _message(memory_id, seq, payload)
+        except SerializationError:
+            if errors == "raise":
+                raise
+            continue
+        rows.append(HistoryEntry(seq, message, created, field in in_window))
+    return rows
+
+
+def _by_seq(pair: tuple[bytes | str, object]) -> tuple[int, int]:
+    """Log rows in seq order (any unnumbered field last), so errors come in that order too."""
+    text = _text(pair[0])
+    return (0, int(text)) if text.isascii() and text.isdigit() else (1, 0)
+
+
+def _memory_ids(prefix: bytes, keys: Iterable[bytes | str]) -> list[str]:
+    found = {_memory_id_of(prefix, key) for key in keys}
+    return sorted(memory_id for memory_id in found if memory_id is not None)
+
+
+def _where(client: object) -> str:
+    """Where `client` connects, for messages and reprs (never its password)."""
+    pool = getattr(client, "connection_pool", None)
+    kwargs: dict[str, Any] = getattr(pool, "connection_kwargs", None) or {}
+    db = kwargs.get("db", 0)
+    if "path" in kwargs:
+        return f"unix://{kwargs['path']}?db={db}"
+    if "host" in kwargs:
+        return f"redis://{kwargs['host']}:{kwargs.get('port', 6379)}/{db}"
+    return type(client).__name__
+
+
+# --- the stores ----------------------------------------------------------------------------------
+
+
+class _RedisStore:
+    """What the sync and async stores share: configuration, keys, errors, repr."""
+
+    def __init__(self, prefix: str, ttl: object, client: object) -> None:
+        self._prefix = _check_prefix(prefix)
+        self._ttl_ms = _ttl_ms(ttl)
+        self._ttl = ttl
+        self._owns_client = client is None
+        """Whether the store makes (and so closes) its client: checked before making it."""
+        self._where = ""
+
+    def _keys(self, memory_id: str) -> list[bytes]:
+        return _keys(self._prefix, memory_id)
+
+    def _commit_args(
+        self, version: int, append: Sequence[NewMessage], evict: Sequence[int]
+    ) -> list[int | str]:
+        return _commit_args(
+            version=version,
+            ttl_ms=self._ttl_ms,
+            token=secrets.token_hex(12),
+            append=append,
+            evict=evict,
+        )
+
+    @contextlib.contextmanager
+    def _failing(self, action: str, memory_id: str | None = None) -> Iterator[None]:
+        try:
+            yield
+        except redis.RedisError as error:
+            raise StoreError(
+                f"Redis at {self._where} failed to {action} ({type(error).__name__}: "
+                f"{str(error).rstrip('.')}); check that the server is running and reachable. "
+                f"A write is applied whole or not at all",
+                store=self,
+                memory_id=memory_id,
+            ) from error
+
+    def __repr__(self) -> str:
+        ttl = "" if self._ttl is None else f", ttl={self._ttl!r}"
+        prefix = self._prefix.decode()
+        return f"{type(self).__name__}({self._where!r}, prefix={prefix!r}{ttl})"
+
+
+class RedisChatMemoryStore(_RedisStore, SeedContract):
+    """Memories in Redis, shared by every process that uses the same server and `prefix`.
+
+    Every message is kept as history (until `delete_messages` or the `ttl`); the window is the
+    part not yet evicted. Writes are atomic per memory id and checked against a version, so
+    concurrent writers on many machines never lose each other's messages.
+
+    `url` is any redis-py URL (`redis://`, `rediss://`, `unix://`); or pass `client`, a
+    `redis.Redis` you configured yourself: the store then neither owns nor closes it. `ttl`
+    (seconds or a timedelta) makes every key of a memory id expire that long after its last
+    write; each write starts the countdown again, reads do not.
+
+    Redis failures raise `StoreError` naming the memory id. A store made from `url` retries a
+    command up to 3 times after a connection error (a client passed in retries as configured);
+    a commit whose reply was lost and that is retried is recognized and not applied twice.
+    """
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        *,
+        client: redis.Redis | None = None,
+        prefix: str = DEFAULT_PREFIX,
+        ttl: float | timedelta | None = None,
+    ) -> None:
+        _require_redis(type(self).__name__)
+        if isinstance(client, redis.asyncio.Redis):
+            raise ConfigurationError(
+                "`client` is a redis.asyncio.Redis; use AsyncRedisChatMemoryStore with it"
+            )
+        super().__init__(prefix, ttl, client)
+        self._client: redis.Redis = (
+            redis.Redis.from_url(url, retry=Retry(*_retry_policy())) if client is None else client
+        )
+        self._where = _where(self._client)
+        self._load: Script = self._client.register_script(_LOAD)
+        self._commit: Script = self._client.register_script(_COMMIT)
+        self._read_history: Script = self._client.register_script(_HISTORY)
+
+    def load_window(self, memory_id: str) -> WindowSnapshot:
+        keys = self._keys(memory_id)
+        with self._failing("read the window", memory_id):
+            reply = self._load(keys=keys)
+        return _snapshot(memory_id, reply)
+
+    def commit_window(
+        self,
+        memory_id: str,
+        *,
+        version: int,
+        append: Sequence[NewMessage],
+        evict: Sequence[int],
+    ) -> bool:
+        keys = self._keys(memory_id)
+        args = self._commit_args(version, append, evict)
+        with self._failing("commit the window", memory_id):
+            return bool(self._commit(keys=keys, args=args))
+
+    def delete_messages(self, memory_id: str) -> None:
+        keys = self._keys(memory_id)
+        with self._failing("delete the memory", memory_id):
+            self._client.delete(*keys)
+
+    def history(
+        self, memory_id: str, *, errors: Literal["raise", "skip"] = "raise"
+    ) -> list[HistoryEntry]:
+        """Every message ever added to `memory_id`, oldest first (reads the whole history)."""
+        keys = self._keys(memory_id)
+        _check_errors(errors)
+        with self._failing("read the history", memory_id):
+            reply = self._read_history(keys=keys)
+        return _history(memory_id, reply, errors)
+
+    def memory_ids(self) -> list[str]:
+        """The memory ids under this store's prefix, sorted.
+
+        This SCANs the whole database (cost grows with every key in it, not only ours) without
+        blocking the server; ids written or deleted meanwhile may or may not be listed.
+        """
+        with self._failing("list the memory ids"):
+            keys = list(self._client.scan_iter(match=_meta_pattern(self._prefix), count=1000))
+        return _memory_ids(self._prefix, keys)
+
+    def close(self) -> None:
+        """Close the connections, unless the client was passed in (its owner closes it)."""
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> RedisChatMemoryStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class AsyncRedisChatMemoryStore(_RedisStore, AsyncSeedContract):
+    """`RedisChatMemoryStore` for asyncio, on `redis.asyncio`; same keys, so both can share data.
+
+    Pass `client`, a `redis.asyncio.Redis`, to configure the connection yourself; the store then
+    neither owns nor closes it. Close the store with `await store.aclose()` or `async with`.
+    """
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        *,
+        client: redis.asyncio.Redis | None = None,
+        prefix: str = DEFAULT_PREFIX,
+        ttl: float | timedelta | None = None,
+    ) -> None:
+        _require_redis(type(self).__name__)
+        if isinstance(client, redis.Redis):
+            raise ConfigurationError(
+                "`client` is a sync redis.Redis; use RedisChatMemoryStore with it"
+            )
+        super().__init__(prefix, ttl, client)
+        self._client: redis.asyncio.Redis = (
+            redis.asyncio.Redis.from_url(url, retry=AsyncRetry(*_retry_policy()))
+            if client is None
+            else client
+        )
+        self._where = _where(self._client)
+        self._load: AsyncScript = self._client.register_script(_LOAD)
+        self._commit: AsyncScript = self._client.register_script(_COMMIT)
+        self._read_history: AsyncScript = self._client.register_script(_HISTORY)
+
+    async def load_window(self, memory_id: str) -> WindowSnapshot:
+        keys = self._keys(memory_id)
+        with self._failing("read the window", memory_id):
+            reply = await self._load(keys=keys)
+        return _snapshot(memory_id, reply)
+
+    async def commit_window(
+        self,
+        memory_id: str,
+        *,
+        version: int,
+        append: Sequence[NewMessage],
+        evict: Sequence[int],
+    ) -> bool:
+        keys = self._keys(memory_id)
+        args = self._commit_args(version, append, evict)
+        with self._failing("commit the window", memory_id):
+            return bool(await self._commit(keys=keys, args=args))
+
+    async def delete_messages(self, memory_id: str) -> None:
+        keys = self._keys(memory_id)
+        with self._failing("delete the memory", memory_id):
+            await self._client.delete(*keys)
+
+    async def history(
+        self, memory_id: str, *, errors: Literal["raise", "skip"] = "raise"
+    ) -> list[HistoryEntry]:
+        """Every message ever added to `memory_id`, oldest first (reads the whole history)."""
+        keys = self._keys(memory_id)
+        _check_errors(errors)
+        with self._failing("read the history", memory_id):
+            reply = await self._read_history(keys=keys)
+        return _history(memory_id, reply, errors)
+
+    async def memory_ids(self) -> list[str]:
+        """The memory ids under this store's prefix, sorted (a SCAN of the whole database)."""
+        pattern = _meta_pattern(self._prefix)
+        with self._failing("list the memory ids"):
+            keys = [key async for key in self._client.scan_iter(match=pattern, count=1000)]
+        return _memory_ids(self._prefix, keys)
+
+    async def aclose(self) -> None:
+        """Close the connections, unless the client was passed in (its owner closes it)."""
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> AsyncRedisChatMemoryStore:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
