@@ -1,5 +1,8 @@
 """Where memories keep their messages: the store contracts and the built-in stores."""
 
+import importlib
+from typing import TYPE_CHECKING
+
 from ._protocol import (
     AsyncChatMemoryStore,
     AsyncIncrementalChatMemoryStore,
@@ -11,16 +14,43 @@ from ._protocol import (
     WindowSnapshot,
 )
 from .in_memory import AsyncInMemoryChatMemoryStore, InMemoryChatMemoryStore
+from .sqlite import AsyncSqliteChatMemoryStore, SqliteChatMemoryStore
+
+if TYPE_CHECKING:
+    from .postgres import AsyncPostgresChatMemoryStore, PostgresChatMemoryStore
+    from .redis import AsyncRedisChatMemoryStore, RedisChatMemoryStore
 
 __all__ = [
     "AsyncChatMemoryStore",
     "AsyncInMemoryChatMemoryStore",
     "AsyncIncrementalChatMemoryStore",
+    "AsyncPostgresChatMemoryStore",
+    "AsyncRedisChatMemoryStore",
+    "AsyncSqliteChatMemoryStore",
     "ChatMemoryStore",
     "HistoryEntry",
     "InMemoryChatMemoryStore",
     "IncrementalChatMemoryStore",
     "NewMessage",
+    "PostgresChatMemoryStore",
+    "RedisChatMemoryStore",
+    "SqliteChatMemoryStore",
     "StoredMessage",
     "WindowSnapshot",
 ]
+
+# Stores whose driver is an optional extra: imported on first use, so `import chatmemory.stores`
+# needs none of them (constructing one without its extra raises ImportError with the pip line).
+_LAZY = {
+    "AsyncPostgresChatMemoryStore": ".postgres",
+    "PostgresChatMemoryStore": ".postgres",
+    "AsyncRedisChatMemoryStore": ".redis",
+    "RedisChatMemoryStore": ".redis",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)

@@ -1,0 +1,465 @@
+"""SQLite stores: the embedded default. One file, shared by threads and by processes."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Literal, TypeVar
+
+from .._codec.langchain4j import message_to_json
+from .._errors import ConfigurationError, SerializationError, StoreError
+from ._protocol import HistoryEntry, NewMessage, StoredMessage, WindowSnapshot
+from ._seed import AsyncSeedContract, SeedContract
+from ._sqlite_schema import (
+    message_reader,
+    migrate,
+    now_micros,
+    read_message,
+    read_time,
+    transaction,
+)
+
+__all__ = ["AsyncSqliteChatMemoryStore", "SqliteChatMemoryStore"]
+
+T = TypeVar("T")
+
+_MEMORY = """
+    SELECT memory_key, version, next_seq, updated_at
+    FROM chatmemory_memories WHERE memory_id = ?
+"""
+_NEW_MEMORY = """
+    INSERT INTO chatmemory_memories (memory_id, version, next_seq, created_at, updated_at)
+    VALUES (?, 0, 0, ?, ?)
+"""
+_EVICT = "DELETE FROM chatmemory_window WHERE memory_key = ? AND seq = ?"
+_APPEND = """
+    INSERT INTO chatmemory_messages (memory_key, seq, created_at, message) VALUES (?, ?, ?, ?)
+"""
+_ENTER_WINDOW = """
+    INSERT INTO chatmemory_window (memory_key, seq, token_count, counted_by) VALUES (?, ?, ?, ?)
+"""
+_BUMP = """
+    UPDATE chatmemory_memories SET version = version + 1, next_seq = ?, updated_at = ?
+    WHERE memory_key = ?
+"""
+# One statement is one consistent read: the version and the rows of the same snapshot.
+# The window's primary key gives the rows in seq order (no sort), and only window rows are read.
+_WINDOW = """
+    SELECT mem.version, w.seq, m.message, w.token_count, w.counted_by
+    FROM chatmemory_memories AS mem
+    LEFT JOIN chatmemory_window AS w ON w.memory_key = mem.memory_key
+    LEFT JOIN chatmemory_messages AS m ON m.memory_key = w.memory_key AND m.seq = w.seq
+    WHERE mem.memory_id = ?
+    ORDER BY w.seq
+"""
+_HISTORY = """
+    SELECT m.seq, m.message, m.created_at, w.seq IS NOT NULL
+    FROM chatmemory_memories AS mem
+    JOIN chatmemory_messages AS m ON m.memory_key = mem.memory_key
+    LEFT JOIN chatmemory_window AS w ON w.memory_key = m.memory_key AND w.seq = m.seq
+    WHERE mem.memory_id = ?
+    ORDER BY m.seq
+"""
+_KEY = "SELECT memory_key FROM chatmemory_memories WHERE memory_id = ?"
+_FORGET = (
+    "DELETE FROM chatmemory_window WHERE memory_key = ?",
+    "DELETE FROM chatmemory_messages WHERE memory_key = ?",
+    "DELETE FROM chatmemory_memories WHERE memory_key = ?",
+)
+_MEMORY_IDS = "SELECT memory_id FROM chatmemory_memories ORDER BY memory_id"
+
+
+def _check_path(path: object) -> str:
+    name = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+    if not isinstance(name, str):
+        raise ConfigurationError(
+            f"`path` must be a str or os.PathLike naming the database file (or ':memory:'), "
+            f"got {path!r}"
+        )
+    return name
+
+
+def _check_timeout(timeout: object) -> float:
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not math.isfinite(timeout)
+        or timeout < 0
+    ):
+        raise ConfigurationError(
+            f"`timeout` must be a number of seconds, zero or more, got {timeout!r}"
+        )
+    return float(timeout)
+
+
+def _check_id(memory_id: object) -> None:
+    if not isinstance(memory_id, str) or not memory_id:
+        raise ConfigurationError(f"a memory id must be a non-empty str, got {memory_id!r}")
+
+
+def _check_errors(errors: object) -> None:
+    if errors not in ("raise", "skip"):
+        raise ConfigurationError(f"`errors` must be 'raise' or 'skip', got {errors!r}")
+
+
+def _retry_while_locked(attempt: Callable[[], T], timeout: float) -> T:
+    """`attempt()`, tried again while it fails with "database is locked", for up to `timeout` s.
+
+    For the statements where SQLite answers "locked" at once instead of waiting out the busy
+    timeout: switching a fresh file to WAL while another process does the same is one.
+    """
+    deadline = time.monotonic() + timeout
+    delay = 0.001
+    while True:
+        try:
+            return attempt()
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() + delay > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
+def _hint(error: sqlite3.Error, timeout: float) -> str:
+    text = str(error).lower()
+    if "locked" in text or "busy" in text:
+        return (
+            f"Another connection held the lock for longer than timeout={timeout:g} s: raise "
+            f"`timeout`, or keep the other connection's transactions short"
+        )
+    if "unable to open" in text or "readonly" in text or "read-only" in text:
+        return "Check that the directory exists and that this process may write to it and the file"
+    if "not a database" in text or "malformed" in text or "corrupt" in text:
+        return "The file is not a SQLite database or is damaged: restore it from a backup"
+    if "disk" in text or "full" in text:
+        return "Check the disk: it may be full, unplugged or failing"
+    return "See the SQLite error this one was raised from"
+
+
+class SqliteChatMemoryStore(SeedContract):
+    """Memories in a SQLite file: the history of every memory id, kept until deleted.
+
+    Every message is one row, kept as history; the window is the part not yet evicted. Adding a
+    message writes that row and marks the rows that leave the window, so it costs the same after
+    100 messages as after 100,000, and each commit is checked against the memory's version:
+    concurrent writers, threads or processes, never lose each other's messages. Stored rows
+    never change, so the store keeps the last 2,048 messages it decoded (those under 16 KiB):
+    reading a window again decodes only its new rows.
+
+    `path` is the database file, created if missing (its directory must exist), or
+    ``":memory:"`` (the default) for a database that lives as long as this store object.
+    `timeout` is how long, in seconds, to wait for a lock another connection holds before
+    raising `StoreError` (SQLite's ``busy_timeout``).
+
+    **Sharing.** One store may be used from any number of threads: it has one connection,
+    used under a lock (one connection per thread measured no faster, and the lock spares threads
+    SQLite's sleep-and-retry on lock contention). Any number of processes may open the same file,
+    each with its own store; the file must be on a local disk (WAL needs shared memory, which
+    network file systems do not provide). Do not carry a store across ``fork()``: open a new one
+    in the child.
+
+    **Durability.** The database is in WAL mode with ``synchronous=NORMAL``: a committed write
+    survives the process crashing or being killed, and the file is never left half-written.
+    After a power loss or an operating-system crash, the last commits before it may be lost
+    (the database stays consistent). ``secure_delete`` is on: `delete_messages` overwrites the
+    deleted messages in the file (copies may linger in the ``-wal`` file until its next
+    checkpoint).
+
+    SQLite failures raise `StoreError` naming the store and the memory id; a write that fails is
+    rolled back whole. A stored row that cannot be read raises `SerializationError` naming the
+    memory id and the row (its seq); other rows and memory ids stay readable. Close the store
+    with `close()` or a ``with`` block; after that, every call raises `StoreError`.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] = ":memory:", *, timeout: float = 30.0):
+        self._path = _check_path(path)
+        self._timeout = _check_timeout(timeout)
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._read = message_reader()
+        self._connection: sqlite3.Connection | None = None
+        self._connection = self._open()
+
+    @property
+    def path(self) -> str:
+        """The database file (or ``":memory:"``)."""
+        return self._path
+
+    # -- the incremental store ---------------------------------------------------------------
+
+    def load_window(self, memory_id: str) -> WindowSnapshot:
+        _check_id(memory_id)
+        with self._using("read the window", memory_id) as connection:
+            rows = connection.execute(_WINDOW, (memory_id,)).fetchall()
+        if not rows:
+            return WindowSnapshot(0, ())
+        return WindowSnapshot(
+            rows[0][0],
+            tuple(
+                StoredMessage(
+                    seq, read_message(memory_id, seq, payload, self._read), count, counted_by
+                )
+                for _, seq, payload, count, counted_by in rows
+                if seq is not None  # the one row of an empty window
+            ),
+        )
+
+    def commit_window(
+        self,
+        memory_id: str,
+        *,
+        version: int,
+        append: Sequence[NewMessage],
+        evict: Sequence[int],
+    ) -> bool:
+        _check_id(memory_id)
+        payloads = [message_to_json(new.message) for new in append]  # before taking any lock
+        with self._using("commit the window", memory_id) as connection, transaction(connection):
+            now = now_micros()
+            row = connection.execute(_MEMORY, (memory_id,)).fetchone()
+            if row is None:
+                if version != 0:
+                    return False
+                key = connection.execute(_NEW_MEMORY, (memory_id, now, now)).lastrowid
+                next_seq = 0
+            else:
+                key, stored_version, next_seq, updated_at = row
+                if stored_version != version:
+                    return False
+                now = max(now, updated_at)  # times never go backwards within a memory id
+            connection.executemany(_EVICT, [(key, seq) for seq in evict])
+            connection.executemany(
+                _APPEND, [(key, next_seq + i, now, text) for i, text in enumerate(payloads)]
+            )
+            connection.executemany(
+                _ENTER_WINDOW,
+                [
+                    (key, next_seq + i, new.token_count, new.counted_by)
+                    for i, new in enumerate(append)
+                    if new.in_window
+                ],
+            )
+            connection.execute(_BUMP, (next_seq + len(append), now, key))
+        return True
+
+    def delete_messages(self, memory_id: str) -> None:
+        """Forget `memory_id`: its window, its whole history and the id itself."""
+        _check_id(memory_id)
+        with self._using("delete the memory", memory_id) as connection, transaction(connection):
+            row = connection.execute(_KEY, (memory_id,)).fetchone()
+            if row is not None:
+                for statement in _FORGET:
+                    connection.execute(statement, row)
+
+    def history(
+        self, memory_id: str, *, errors: Literal["raise", "skip"] = "raise"
+    ) -> list[HistoryEntry]:
+        """Every message ever added to `memory_id`, oldest first (reads the whole history).
+
+        A row that cannot be read raises `SerializationError` naming the memory id and the row;
+        with `errors="skip"` such rows are left out and the rest is returned.
+        """
+        _check_id(memory_id)
+        _check_errors(errors)
+        with self._using("read the history", memory_id) as connection:
+            rows = connection.execute(_HISTORY, (memory_id,)).fetchall()
+        entries = []
+        for seq, payload, created_at, in_window in rows:
+            try:
+                message = read_message(memory_id, seq, payload, self._read)
+                created = read_time(memory_id, seq, created_at)
+            except SerializationError:
+                if errors == "raise":
+                    raise
+                continue
+            entries.append(HistoryEntry(seq, message, created, in_window == 1))
+        return entries
+
+    def memory_ids(self) -> list[str]:
+        with self._using("list the memory ids", None) as connection:
+            return [memory_id for (memory_id,) in connection.execute(_MEMORY_IDS).fetchall()]
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the database connection; closing again does nothing."""
+        with self._lock:
+            connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
+
+    def __enter__(self) -> SqliteChatMemoryStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        closed = ", closed" if self._connection is None else ""
+        return f"{type(self).__name__}({self._path!r}{closed})"
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            connection = sqlite3.connect(
+                self._path,
+                timeout=self._timeout,  # sets busy_timeout
+                isolation_level=None,  # we issue BEGIN / COMMIT ourselves
+                check_same_thread=False,  # shared by threads, under self._lock
+            )
+        except sqlite3.Error as error:
+            raise self._failure("open the database", error, None) from error
+        try:
+            _retry_while_locked(
+                lambda: connection.execute("PRAGMA journal_mode = WAL").fetchone(), self._timeout
+            )
+            connection.execute("PRAGMA synchronous = NORMAL")
+            connection.execute("PRAGMA secure_delete = ON")
+            migrate(connection, self)
+        except BaseException as error:
+            connection.close()
+            if isinstance(error, sqlite3.Error):
+                raise self._failure("open the database", error, None) from error
+            raise
+        return connection
+
+    @contextmanager
+    def _using(self, action: str, memory_id: str | None) -> Iterator[sqlite3.Connection]:
+        """The connection, held under the lock; SQLite errors become `StoreError`."""
+        with self._lock:
+            connection = self._connection
+            if connection is None:
+                raise StoreError(
+                    f"cannot {action}: the store is closed; open a new {type(self).__name__}",
+                    store=self,
+                    memory_id=memory_id,
+                )
+            if self._pid != os.getpid():
+                raise StoreError(
+                    f"cannot {action}: this store was opened in process {self._pid} and came "
+                    f"into this one through fork(), which SQLite connections do not survive; "
+                    f"open a new {type(self).__name__} in this process",
+                    store=self,
+                    memory_id=memory_id,
+                )
+            try:
+                yield connection
+            except sqlite3.Error as error:
+                raise self._failure(action, error, memory_id) from error
+
+    def _failure(self, action: str, error: sqlite3.Error, memory_id: str | None) -> StoreError:
+        return StoreError(
+            f"SQLite could not {action} in {self._path!r}: {error}. "
+            f"{_hint(error, self._timeout)}; no write is ever applied in part",
+            store=self,
+            memory_id=memory_id,
+        )
+
+
+class AsyncSqliteChatMemoryStore(AsyncSeedContract):
+    """`SqliteChatMemoryStore` for asyncio: it runs the sync store on a dedicated worker
+    thread, so the event loop never blocks on SQLite.
+
+    The worker is one thread (a ``ThreadPoolExecutor(max_workers=1)``) owning one
+    `SqliteChatMemoryStore`; every call is forwarded to it with ``loop.run_in_executor`` and
+    runs in the order it was made. The database is opened on the worker too, by ``async with``
+    or by the first call, because opening may wait for another process's lock. Behaviour,
+    files and errors are those of `SqliteChatMemoryStore`, so sync and async code may share a
+    file. Close with ``await store.aclose()`` or ``async with``; the worker thread ends when
+    its last call is done.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] = ":memory:", *, timeout: float = 30.0):
+        self._path = _check_path(path)
+        self._timeout = _check_timeout(timeout)
+        self._store: SqliteChatMemoryStore | None = None
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chatmemory-sqlite")
+        self._closed = False
+
+    @property
+    def path(self) -> str:
+        """The database file (or ``":memory:"``)."""
+        return self._path
+
+    async def load_window(self, memory_id: str) -> WindowSnapshot:
+        return await self._run(memory_id, lambda store: store.load_window(memory_id))
+
+    async def commit_window(
+        self,
+        memory_id: str,
+        *,
+        version: int,
+        append: Sequence[NewMessage],
+        evict: Sequence[int],
+    ) -> bool:
+        return await self._run(
+            memory_id,
+            lambda store: store.commit_window(
+                memory_id, version=version, append=append, evict=evict
+            ),
+        )
+
+    async def delete_messages(self, memory_id: str) -> None:
+        """Forget `memory_id`: its window, its whole history and the id itself."""
+        await self._run(memory_id, lambda store: store.delete_messages(memory_id))
+
+    async def history(
+        self, memory_id: str, *, errors: Literal["raise", "skip"] = "raise"
+    ) -> list[HistoryEntry]:
+        """Every message ever added to `memory_id`, oldest first (see the sync store)."""
+        return await self._run(memory_id, lambda store: store.history(memory_id, errors=errors))
+
+    async def memory_ids(self) -> list[str]:
+        return await self._run(None, lambda store: store.memory_ids())
+
+    async def aclose(self) -> None:
+        """Close the database on the worker and let the worker end; closing again does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._executor, self._close_store)
+        finally:
+            self._executor.shutdown(wait=False)
+
+    async def __aenter__(self) -> AsyncSqliteChatMemoryStore:
+        try:
+            await self._run(None, lambda store: None)  # open now, so errors show here
+        except BaseException:
+            await self.aclose()
+            raise
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        closed = ", closed" if self._closed else ""
+        return f"{type(self).__name__}({self._path!r}{closed})"
+
+    async def _run(self, memory_id: str | None, call: Callable[[SqliteChatMemoryStore], T]) -> T:
+        if self._closed:
+            raise StoreError(
+                f"the store is closed; open a new {type(self).__name__}",
+                store=self,
+                memory_id=memory_id,
+            )
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._on_worker, call)
+
+    def _on_worker(self, call: Callable[[SqliteChatMemoryStore], T]) -> T:
+        if self._store is None:
+            self._store = SqliteChatMemoryStore(self._path, timeout=self._timeout)
+        return call(self._store)
+
+    def _close_store(self) -> None:
+        if self._store is not None:
+            self._store.close()

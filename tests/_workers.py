@@ -1,0 +1,88 @@
+"""Work for child processes in the reliability tests, importable by name (multiprocessing's
+"spawn" start method imports the target's module in the child).
+
+A store crosses the process boundary as a spec, ``("package.module:ClassName", {kwargs})``
+(the form `benchmarks/stores.py` uses), so every built-in store (SQLite, Redis, PostgreSQL)
+can be driven the same way: ``("chatmemory.stores.sqlite:SqliteChatMemoryStore",
+{"path": "/tmp/x.db"})``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Protocol
+
+from chatmemory._memory.window import MessageWindowChatMemory
+from chatmemory._messages import UserMessage
+
+StoreSpec = tuple[str, dict[str, Any]]
+
+
+class Signal(Protocol):
+    """What a child needs of a `multiprocessing` Event or Barrier."""
+
+    def wait(self, timeout: float | None = None) -> Any: ...
+
+
+class Flag(Protocol):
+    def set(self) -> None: ...
+
+
+def open_store(spec: StoreSpec) -> Any:
+    """A new store from its spec."""
+    target, kwargs = spec
+    module_name, _, class_name = target.partition(":")
+    return getattr(importlib.import_module(module_name), class_name)(**kwargs)
+
+
+def text_of(prefix: str, index: int, padding: int = 0) -> str:
+    """The text of message `index` of a writer: ``"<prefix>#<index>:<padding dots>$"``.
+
+    The end marker lets a reader check that a message is whole (`parse_text`).
+    """
+    return f"{prefix}#{index}:" + "." * padding + "$"
+
+
+def parse_text(text: str) -> tuple[str, int]:
+    """(prefix, index) of a `text_of` text; ValueError if the text is not a whole one."""
+    head, _, tail = text.partition(":")
+    prefix, _, index = head.rpartition("#")
+    if not tail.endswith("$") or tail.strip(".") != "$" or not index.isdigit():
+        raise ValueError(f"not a whole message: {text[:40]!r}...")
+    return prefix, int(index)
+
+
+def add_many(
+    store_spec: StoreSpec,
+    memory_id: str,
+    prefix: str,
+    count: int,
+    *,
+    max_messages: int = 20,
+    padding: int = 0,
+    start: Signal | None = None,
+    started: Flag | None = None,
+) -> None:
+    """Add `count` user messages `text_of(prefix, i, padding)` one `add` at a time to a
+    `MessageWindowChatMemory(max_messages)` on a store of its own.
+
+    `start` (a Barrier or Event) is waited for before the first add, so writers begin together;
+    `started` is set after the first add (a parent waiting to kill a writer mid-loop).
+    """
+    with open_store(store_spec) as store:
+        memory = MessageWindowChatMemory(id=memory_id, max_messages=max_messages, store=store)
+        if start is not None:
+            start.wait()
+        for i in range(count):
+            memory.add(UserMessage(text_of(prefix, i, padding)))
+            if i == 0 and started is not None:
+                started.set()
+
+
+def open_and_add(store_spec: StoreSpec, memory_id: str, text: str, start: Signal) -> None:
+    """Wait for `start`, open the store (so that many processes open it at once), add `text`."""
+    start.wait()
+    with open_store(store_spec) as store:
+        MessageWindowChatMemory(id=memory_id, max_messages=1_000, store=store).add(
+            UserMessage(text)
+        )
