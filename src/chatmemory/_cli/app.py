@@ -1,0 +1,29 @@
+"""The `chatmemory` click group and its commands."""
+
+from __future__ import annotations
+
+import click
+import platformdirs
+
+from .base import HOME_ENV, ErrorHandlingGroup
+from .demo import demo
+from .history import history
+from .tokens import tokens
+
+__all__ = ["cli"]
+
+
+@click.group(
+    "chatmemory",
+    cls=ErrorHandlingGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=f"Data directory: ${HOME_ENV}, else {platformdirs.user_data_dir('chatmemory')}",
+)
+@click.version_option(package_name="chatmemory", prog_name="chatmemory")
+def cli() -> None:
+    """Conversation memory for LLM apps: demo, history inspection, token counts."""
+
+
+cli.add_command(demo)
+cli.add_command(history)
+cli.add_command(tokens)

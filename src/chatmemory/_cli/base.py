@@ -1,0 +1,100 @@
+"""What every command shares: the data directory, the error handling, the consoles."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+import click
+import platformdirs
+from rich.console import Console
+
+from .._errors import ChatMemoryError, ConfigurationError
+from .._tokens.openai import OpenAiTokenCountEstimator
+from .._tokens.tiktoken_offline import SUPPORTED_ENCODINGS
+
+__all__ = [
+    "HOME_ENV",
+    "ErrorHandlingGroup",
+    "InputError",
+    "console",
+        "default_db",
+    "estimator_options",
+    "home_dir",
+    "make_estimator",
+    "read_input",
+]
+
+HOME_ENV = "CHATMEMORY_HOME"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def home_dir() -> Path:
+    """`$CHATMEMORY_HOME`, else the platform's user data directory for chatmemory."""
+    return Path(os.environ.get(HOME_ENV) or platformdirs.user_data_dir("chatmemory"))
+
+
+def default_db() -> Path:
+    """The embedded default store: `<home>/chatmemory.db` (its directory is not created here)."""
+    return home_dir() / "chatmemory.db"
+
+
+class InputError(click.ClickException):
+    """The input given to a command (a file, stdin) cannot be used; nothing was written."""
+
+    exit_code = 2
+
+
+def read_input(file: IO[bytes]) -> tuple[str, str]:
+    """The text in `file` (UTF-8, with or without a byte order mark) and a name for it in
+    messages; text that is not UTF-8 is an `InputError`."""
+    name = getattr(file, "name", None)
+    source = click.format_filename(name) if isinstance(name, str) else "<stdin>"
+    try:
+        return file.read().decode("utf-8-sig"), source
+    except UnicodeDecodeError as error:
+        raise InputError(
+            f"{source} is not UTF-8 text ({error.reason} at byte {error.start})"
+        ) from None
+
+
+def estimator_options(command: F) -> F:
+    """Add --model and --encoding, which `make_estimator` turns into the token counter."""
+    command = click.option(
+        "--encoding",
+        type=click.Choice(SUPPORTED_ENCODINGS),
+        help="Encode with this instead of the model's encoding.",
+    )(command)
+    return click.option(
+        "--model", default="gpt-4o-mini", show_default=True, help="OpenAI model to count for."
+    )(command)
+
+
+def make_estimator(model: str, encoding: str | None) -> OpenAiTokenCountEstimator:
+    """The exact OpenAI estimator; a model whose encoding is unknown is a bad --model."""
+    try:
+        return OpenAiTokenCountEstimator(model, encoding=encoding)
+    except ConfigurationError:
+        raise click.BadParameter(
+            f"chatmemory does not know which encoding {model!r} uses; pass --encoding "
+            f"({' or '.join(SUPPORTED_ENCODINGS)})",
+            param_hint="--model",
+        ) from None
+
+
+class ErrorHandlingGroup(click.Group):
+    """A group whose commands report chatmemory errors as one line, with no traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ChatMemoryError as error:
+            raise click.ClickException(str(error)) from error
+
+
+def console(*, stderr: bool = False) -> Console:
+    """A console writing to the current stdout (or stderr): no markup guessing in data."""
+    return Console(stderr=stderr, highlight=False, soft_wrap=False)

@@ -1,0 +1,215 @@
+"""`chatmemory history ...`: list, show, export, import and clear stored conversations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import IO, Literal
+
+import click
+from rich.table import Table
+from rich.text import Text
+
+from .._codec.langchain4j import messages_to_json
+from .._errors import StoreError
+from ..stores._protocol import HistoryEntry, IncrementalChatMemoryStore, NewMessage
+from .base import console, read_input
+from .render import Row, format_time, message_table, n_messages
+from .stores import StoreSpec, store_options
+from .transfer import export_jsonl, parse_import
+
+__all__ = ["history"]
+
+_Errors = Literal["raise", "skip"]
+
+_skip_option = click.option(
+    "--skip-unreadable",
+    is_flag=True,
+    help="Leave out stored rows that cannot be read instead of failing.",
+)
+
+
+@click.group()
+@store_options
+@click.pass_context
+def history(
+    ctx: click.Context,
+    db: Path | None,
+    redis_url: str | None,
+    prefix: str | None,
+    postgres_dsn: str | None,
+    schema: str | None,
+    table: str | None,
+) -> None:
+    """Inspect, export, import and delete stored conversations.
+
+    The store is the SQLite default unless --db, --redis-url or --postgres-dsn picks another.
+    """
+    ctx.obj = StoreSpec(db, redis_url, prefix, postgres_dsn, schema, table)
+
+
+@history.command("list")
+@click.pass_obj
+def list_(spec: StoreSpec) -> None:
+    """List the memory ids, their sizes and last activity."""
+    with spec.open(create=False) as store:
+        ids = store.memory_ids()
+        if not ids:
+            console().print(f"no conversations stored in {spec.describe()}")
+            return
+        table = Table(box=None, pad_edge=False, show_edge=False)
+        table.add_column("memory id")
+        for column in ("messages", "window", "last activity"):
+            table.add_column(column, justify="right", no_wrap=True)
+        for memory_id in ids:
+            entries = store.history(memory_id, errors="skip")
+            last = max((e.created_at for e in entries), default=None)
+            table.add_row(
+                Text(memory_id),
+                str(len(entries)),
+                str(sum(e.in_window for e in entries)),
+                format_time(last),
+            )
+        console().print(table)
+
+
+@history.command()
+@click.argument("memory_id")
+@click.option(
+    "--all", "show_all", is_flag=True, help="Show the whole history, not just the window."
+)
+@_skip_option
+@click.pass_obj
+def show(spec: StoreSpec, memory_id: str, show_all: bool, skip_unreadable: bool) -> None:
+    """Show a conversation's window, or its whole history.
+
+    The window of MEMORY_ID is what a memory sends the model; --all shows every message ever
+    added, with ● on those still in the window.
+    """
+    with spec.open(create=False) as store:
+        entries = _entries(store, spec, memory_id, "skip" if skip_unreadable else "raise")
+    window = [e for e in entries if e.in_window]
+    out = console()
+    out.print(
+        f"{memory_id}: {n_messages(len(window))} in the window, {len(entries)} in the history"
+    )
+    if show_all:
+        rows = [Row(e.message, e.seq, e.created_at, in_window=e.in_window) for e in entries]
+    else:
+        rows = [Row(e.message, e.seq, e.created_at) for e in window]
+    out.print(message_table(rows))
+
+
+@history.command()
+@click.argument("memory_id")
+@click.option(
+    "--format",
+    "format_",
+    type=click.Choice(["json", "jsonl"]),
+    default="json",
+    show_default=True,
+    help="json: LangChain4j's message array; jsonl: one record per message with seq, "
+    "created_at and in_window.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.File("w", encoding="utf-8", lazy=True),
+    default="-",
+    help="Write to this file instead of stdout.",
+)
+@_skip_option
+@click.pass_obj
+def export(
+    spec: StoreSpec, memory_id: str, format_: str, output: IO[str], skip_unreadable: bool
+) -> None:
+    """Export the whole history of MEMORY_ID.
+
+    --format json writes a JSON array that LangChain4j's ChatMessageDeserializer.messagesFromJson
+    reads. --format jsonl writes one object per line: memory_id, seq, created_at, in_window and
+    message (LangChain4j's JSON of the message); `history import` restores it, window included.
+    """
+    with spec.open(create=False) as store:
+        entries = _entries(store, spec, memory_id, "skip" if skip_unreadable else "raise")
+    if format_ == "json":
+        text = messages_to_json(e.message for e in entries) + "\n"
+    else:
+        text = export_jsonl(memory_id, entries)
+    output.write(text)
+
+
+@history.command("import")
+@click.argument("file", type=click.File("rb"))
+@click.option("--id", "memory_id", help="Import into this memory id (required for a JSON array).")
+@click.option("--append", is_flag=True, help="Add after the messages the memory id already has.")
+@click.pass_obj
+def import_(spec: StoreSpec, file: IO[bytes], memory_id: str | None, append: bool) -> None:
+    """Import messages from a JSON or JSON lines FILE (- for stdin).
+
+    A JSON array (LangChain4j's format) needs --id; all its messages join the window. JSON lines
+    as `history export --format jsonl` writes them keep their window membership (in_window) and
+    their memory ids unless --id is given; seq and created_at are assigned anew. The messages are
+    appended as they are: the next memory that loads the window applies its own limit. Nothing
+    is written unless the whole input is valid, and a memory id that already has messages is
+    refused unless --append is given.
+    """
+    if memory_id == "":
+        raise click.BadParameter("must not be empty", param_hint="--id")
+    text, source = read_input(file)
+    batches = parse_import(text, source=source, memory_id=memory_id)
+    with spec.open() as store:
+        versions: dict[str, int] = {}
+        for target in batches:
+            versions[target] = version = store.load_window(target).version
+            if version and not append and store.history(target, errors="skip"):
+                raise click.ClickException(
+                    f"memory id {target!r} already has messages in {spec.describe()}; pass "
+                    f"--append to add these after them, or delete it first with "
+                    f"`chatmemory history clear {target}`"
+                )
+        for target, news in batches.items():
+            _commit(store, target, versions[target], news)
+            click.echo(f"imported {n_messages(len(news))} into {target}")
+
+
+@history.command()
+@click.argument("memory_id")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_obj
+def clear(spec: StoreSpec, memory_id: str, yes: bool) -> None:
+    """Delete MEMORY_ID: its window and its whole history."""
+    with spec.open(create=False) as store:
+        count = len(store.history(memory_id, errors="skip"))
+        if not count and memory_id not in store.memory_ids():
+            click.echo(f"nothing stored for {memory_id!r} in {spec.describe()}", err=True)
+            return
+        if not yes:
+            click.confirm(
+                f"Delete {memory_id!r}: its window and its whole history ({n_messages(count)})?",
+                abort=True,
+            )
+        store.delete_messages(memory_id)
+    click.echo(f"deleted {memory_id} ({n_messages(count)})")
+
+
+def _entries(
+    store: IncrementalChatMemoryStore,
+    spec: StoreSpec,
+    memory_id: str,
+    errors: _Errors,
+) -> list[HistoryEntry]:
+    entries = store.history(memory_id, errors=errors)
+    if not entries:
+        raise click.ClickException(f"no conversation {memory_id!r} in {spec.describe()}")
+    return entries
+
+
+def _commit(
+    store: IncrementalChatMemoryStore, memory_id: str, version: int, news: list[NewMessage]
+) -> None:
+    if not store.commit_window(memory_id, version=version, append=news, evict=()):
+        raise StoreError(
+            "another writer changed this memory during the import; nothing was imported into "
+            "it, try again",
+            store=store,
+            memory_id=memory_id,
+        )

@@ -1,0 +1,132 @@
+"""How messages look on a terminal: one line each, in a table.
+
+Message text always goes into `rich.text.Text`, never through console markup, so brackets in a
+conversation print as they are.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from rich.table import Table
+from rich.text import Text
+
+from .._frozen import thaw
+from .._messages import (
+    AiMessage,
+    ChatMessage,
+    Content,
+    CustomMessage,
+    SystemMessage,
+    TextContent,
+    ToolExecutionResultMessage,
+    UserMessage,
+)
+
+__all__ = ["Row", "format_time", "message_table", "n_messages", "role", "summary"]
+
+_ROLE_STYLES = {"system": "magenta", "user": "cyan", "ai": "green", "tool": "yellow"}
+
+
+def n_messages(count: int) -> str:
+    """`1 message`, `2 messages`."""
+    return f"{count} message{'' if count == 1 else 's'}"
+
+
+def role(message: ChatMessage) -> str:
+    """`system`, `user`, `ai`, `tool` or `custom`."""
+    if isinstance(message, SystemMessage):
+        return "system"
+    if isinstance(message, UserMessage):
+        return "user"
+    if isinstance(message, AiMessage):
+        return "ai"
+    if isinstance(message, ToolExecutionResultMessage):
+        return "tool"
+    return "custom"
+
+
+def summary(message: ChatMessage) -> str:
+    """The message on one line: its text, its tool calls (→) or its tool result (←)."""
+    if isinstance(message, SystemMessage):
+        text = message.text
+    elif isinstance(message, UserMessage):
+        text = _contents(message.contents)
+        if message.name is not None:
+            text = f"{message.name}: {text}"
+    elif isinstance(message, AiMessage):
+        parts = [message.text] if message.text else []
+        parts += [f"→ {c.name}({c.arguments})" for c in message.tool_execution_requests]
+        text = " · ".join(parts) if parts else "(empty)"
+    elif isinstance(message, ToolExecutionResultMessage):
+        error = " (error)" if message.is_error else ""
+        text = f"← {message.tool_name}{error}: {_contents(message.contents)}"
+    else:
+        assert isinstance(message, CustomMessage)
+        text = json.dumps(thaw(message.attributes), ensure_ascii=False, default=str)
+    return " ".join(text.split())
+
+
+def _contents(contents: Sequence[Content]) -> str:
+    return " ".join(
+        c.text if isinstance(c, TextContent) else f"[{type(c).__name__.removesuffix('Content')}]"
+        for c in contents
+    )
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of a message table; the columns whose values are all None are left out."""
+
+    message: ChatMessage
+    seq: int | None = None
+    created_at: datetime | None = None
+    tokens: int | None = None
+    in_window: bool | None = None
+    mark: str | None = None
+
+
+def message_table(rows: Sequence[Row], *, title: str | None = None) -> Table:
+    """A table of messages, one line each (long text is cut with an ellipsis)."""
+    table = Table(title=title, title_justify="left", box=None, pad_edge=False, show_edge=False)
+    has = {
+        name: any(getattr(r, name) is not None for r in rows)
+        for name in ("mark", "seq", "created_at", "tokens", "in_window")
+    }
+    if has["mark"]:
+        table.add_column("", no_wrap=True)
+    if has["seq"]:
+        table.add_column("seq", justify="right", no_wrap=True)
+    if has["created_at"]:
+        table.add_column("time", no_wrap=True)
+    table.add_column("role", no_wrap=True)
+    if has["tokens"]:
+        table.add_column("tokens", justify="right", no_wrap=True)
+    table.add_column("message")  # the one column that gives way when the terminal is narrow
+    if has["in_window"]:
+        table.add_column("window", justify="center", no_wrap=True)
+    for row in rows:
+        kind = role(row.message)
+        cells: list[Text] = []
+        if has["mark"]:
+            cells.append(Text(row.mark or "", style="bold"))
+        if has["seq"]:
+            cells.append(Text("" if row.seq is None else str(row.seq)))
+        if has["created_at"]:
+            cells.append(Text(format_time(row.created_at), style="dim"))
+        cells.append(Text(kind, style=_ROLE_STYLES.get(kind, "")))
+        if has["tokens"]:
+            cells.append(Text("" if row.tokens is None else str(row.tokens)))
+        cells.append(Text(summary(row.message), no_wrap=True, overflow="ellipsis"))
+        if has["in_window"]:
+            cells.append(Text("●" if row.in_window else "", style="green"))
+        table.add_row(*cells, style="dim" if row.in_window is False else None)
+    return table
+
+
+def format_time(when: datetime | None) -> str:
+    """`when` in local time, to the second ("" for None)."""
+    return "" if when is None else when.astimezone().strftime("%Y-%m-%d %H:%M:%S")

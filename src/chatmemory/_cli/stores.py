@@ -1,0 +1,154 @@
+"""Which store a command works on: the SQLite default, or Redis / PostgreSQL when asked.
+
+The Redis and PostgreSQL stores are optional extras, imported only when their option is given.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import click
+
+from ..stores._protocol import IncrementalChatMemoryStore
+from ..stores.in_memory import InMemoryChatMemoryStore
+from .base import F, default_db
+
+__all__ = ["StoreSpec", "db_option", "open_sqlite", "store_options"]
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    """The store options given on the command line."""
+
+    db: Path | None = None
+    redis_url: str | None = None
+    prefix: str | None = None
+    postgres_dsn: str | None = None
+    schema: str | None = None
+    table: str | None = None
+
+    def __post_init__(self) -> None:
+        chosen = [
+            name
+            for name, value in (
+                ("--db", self.db),
+                ("--redis-url", self.redis_url),
+                ("--postgres-dsn", self.postgres_dsn),
+            )
+            if value is not None
+        ]
+        if len(chosen) > 1:
+            raise click.UsageError(f"choose one store: {' and '.join(chosen)} were both given")
+        if self.prefix is not None and self.redis_url is None:
+            raise click.UsageError("--prefix is a Redis option: give --redis-url as well")
+        for name, value in (("--schema", self.schema), ("--table", self.table)):
+            if value is not None and self.postgres_dsn is None:
+                raise click.UsageError(
+                    f"{name} is a PostgreSQL option: give --postgres-dsn as well"
+                )
+
+    @property
+    def sqlite_path(self) -> Path:
+        return self.db if self.db is not None else default_db()
+
+    def describe(self) -> str:
+        """Where the data is, for messages (passwords in URLs are masked)."""
+        if self.redis_url is not None:
+            prefix = f" (prefix {self.prefix!r})" if self.prefix is not None else ""
+            return f"Redis {_mask(self.redis_url)}{prefix}"
+        if self.postgres_dsn is not None:
+            where = ".".join(n for n in (self.schema, self.table) if n is not None)
+            return f"PostgreSQL {_mask(self.postgres_dsn)}" + (f" ({where})" if where else "")
+        return f"SQLite {self.sqlite_path}"
+
+    @contextlib.contextmanager
+    def open(self, *, create: bool = True) -> Iterator[IncrementalChatMemoryStore]:
+        """The store, closed on exit. With `create=False` a missing SQLite file is not created:
+        the command then sees an empty store."""
+        if self.redis_url is not None:
+            with _redis(self.redis_url, self.prefix) as store:
+                yield store
+        elif self.postgres_dsn is not None:
+            with _postgres(self.postgres_dsn, self.schema, self.table) as store:
+                yield store
+        elif not create and not self.sqlite_path.exists():
+            yield InMemoryChatMemoryStore()
+        else:
+            with open_sqlite(self.sqlite_path) as store:
+                yield store
+
+
+def open_sqlite(path: Path) -> contextlib.AbstractContextManager[IncrementalChatMemoryStore]:
+    """The SQLite store at `path`, creating the file and its directory on first use."""
+    from ..stores.sqlite import SqliteChatMemoryStore
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise click.ClickException(
+            f"cannot create the directory of {click.format_filename(path)}: {error.strerror}"
+        ) from None
+    return SqliteChatMemoryStore(path)
+
+
+def _redis(url: str, prefix: str | None) -> contextlib.AbstractContextManager[Any]:
+    try:
+        from ..stores.redis import RedisChatMemoryStore
+    except ImportError as error:
+        raise click.ClickException(str(error)) from None
+    return RedisChatMemoryStore(url, **_given(prefix=prefix))
+
+
+def _postgres(
+    dsn: str, schema: str | None, table: str | None
+) -> contextlib.AbstractContextManager[Any]:
+    try:
+        from ..stores.postgres import PostgresChatMemoryStore
+    except ImportError as error:
+        raise click.ClickException(str(error)) from None
+    # The pool logs every failed connection attempt; the command reports the failure once.
+    logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
+    return PostgresChatMemoryStore(dsn, **_given(schema=schema, table=table))
+
+
+def _given(**options: str | None) -> dict[str, Any]:
+    """The options that were given (the others keep the store's defaults)."""
+    return {name: value for name, value in options.items() if value is not None}
+
+
+def _mask(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+db_option = click.option(
+    "--db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="SQLite database file [default: chatmemory.db in the data directory].",
+)
+
+
+def store_options(command: F) -> F:
+    """Add --db / --redis-url / --postgres-dsn (and their settings) to a command or group."""
+    options = [
+        db_option,
+        click.option("--redis-url", metavar="URL", help="Use Redis, e.g. redis://localhost:6379/0."),
+        click.option("--prefix", help="Key prefix of the Redis store [default: chatmemory:]."),
+        click.option(
+            "--postgres-dsn", metavar="DSN", help="Use PostgreSQL, e.g. postgresql://user@host/db."
+        ),
+        click.option("--schema", help="PostgreSQL schema of the store's tables."),
+        click.option("--table", help="PostgreSQL table name of the store."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
