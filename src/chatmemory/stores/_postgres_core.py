@@ -1,0 +1,498 @@
+"""Everything the sync and async PostgreSQL stores share: SQL, migrations, row codecs, flows.
+
+Each store operation is a flow (see `_flow`): a generator that yields `execute` / `fetchall`
+calls, driven by `run` against a psycopg `Cursor` or by `arun` against an `AsyncCursor`, whose
+methods have the same names. So every statement, its order and the decoding of its rows exist
+once; the two store classes only open a transaction and hand it a cursor.
+
+This module imports psycopg: the stores import it lazily, so chatmemory works without the extra.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from functools import lru_cache
+from typing import Any, ClassVar, Concatenate, Literal, ParamSpec, TypeVar
+
+import psycopg
+import psycopg_pool
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import AsyncRowFactory, RowFactory, tuple_row
+
+from .._codec.langchain4j import message_from_json, message_to_json
+from .._errors import ConfigurationError, SerializationError, StoreError, shorten
+from .._flow import Call, Flow
+from .._messages import ChatMessage
+from ._protocol import HistoryEntry, NewMessage, StoredMessage, WindowSnapshot
+
+__all__ = ["PostgresCore", "statements"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_SCHEMA = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+_TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,51}")  # room for the "_migrations" suffix
+_SHOWN_CONNINFO = ("host", "hostaddr", "port", "dbname", "user")
+_ESCAPES_JSONB_REJECTS = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
+
+
+@dataclass(frozen=True, slots=True)
+class _Migration:
+    version: int
+    name: str
+    statements: tuple[sql.Composable, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Statements:
+    """Every statement of one schema and table, composed once (see `statements`)."""
+
+    lock: sql.Composable
+    schema_exists: sql.Composable
+    create_schema: sql.Composable
+    table_exists: sql.Composable
+    create_migrations: sql.Composable
+    applied: sql.Composable
+    record: sql.Composable
+    migrations: tuple[_Migration, ...]
+    load_window: sql.Composable
+    create_memory: sql.Composable
+    bump_version: sql.Composable
+    evict: sql.Composable
+    append: sql.Composable
+    delete_memory: sql.Composable
+    delete_messages: sql.Composable
+    history: sql.Composable
+    memory_ids: sql.Composable
+
+
+@lru_cache(maxsize=64)
+def statements(schema: str, table: str) -> _Statements:
+    """The statements for `schema`.`table` (identifiers already validated), built once."""
+    names = {
+        "schema": sql.Identifier(schema),
+        "messages": sql.Identifier(schema, table),
+        "memories": sql.Identifier(schema, f"{table}_memories"),
+        "migrations": sql.Identifier(schema, f"{table}_migrations"),
+        "window_index": sql.Identifier(f"{table}_window"),
+    }
+
+    def q(text: str) -> sql.Composed:
+        return sql.SQL(text).format(**names)
+
+    first = _Migration(
+        1,
+        "create the memories and messages tables",
+        (
+            q(
+                'CREATE TABLE {memories} (memory_id text COLLATE "C" PRIMARY KEY,'
+                " version bigint NOT NULL, next_seq bigint NOT NULL,"
+                " created_at timestamptz NOT NULL DEFAULT now(),"
+                " updated_at timestamptz NOT NULL DEFAULT now())"
+            ),
+            q(
+                'CREATE TABLE {messages} (memory_id text COLLATE "C" NOT NULL,'
+                " seq bigint NOT NULL, message jsonb NOT NULL,"
+                " created_at timestamptz NOT NULL DEFAULT now(),"
+                " in_window boolean NOT NULL, token_count integer, counted_by text,"
+                " PRIMARY KEY (memory_id, seq))"
+            ),
+            q("CREATE INDEX {window_index} ON {messages} (memory_id, seq) WHERE in_window"),
+        ),
+    )
+    return _Statements(
+        lock=q("SELECT pg_advisory_xact_lock(%s)"),
+        schema_exists=q("SELECT 1 FROM pg_namespace WHERE nspname = %s"),
+        create_schema=q("CREATE SCHEMA {schema}"),
+        table_exists=q("SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = %s"),
+        create_migrations=q(
+            "CREATE TABLE {migrations} (version integer PRIMARY KEY, name text NOT NULL,"
+            " applied_at timestamptz NOT NULL DEFAULT now())"
+        ),
+        applied=q("SELECT version FROM {migrations}"),
+        record=q("INSERT INTO {migrations} (version, name) VALUES (%s, %s)"),
+        migrations=(first,),
+        # One statement, so the version and the rows come from one snapshot.
+        load_window=q(
+            "SELECT m.version, w.seq, w.message::text, w.token_count, w.counted_by"
+            " FROM {memories} AS m LEFT JOIN {messages} AS w"
+            " ON w.memory_id = m.memory_id AND w.in_window"
+            " WHERE m.memory_id = %s ORDER BY w.seq"
+        ),
+        create_memory=q(
+            "INSERT INTO {memories} (memory_id, version, next_seq) VALUES (%s, 1, %s)"
+            " ON CONFLICT (memory_id) DO NOTHING RETURNING next_seq"
+        ),
+        bump_version=q(
+            "UPDATE {memories} SET version = version + 1, next_seq = next_seq + %s,"
+            " updated_at = now() WHERE memory_id = %s AND version = %s RETURNING next_seq"
+        ),
+        evict=q(
+            "UPDATE {messages} SET in_window = false"
+            " WHERE memory_id = %s AND seq = ANY(%s::bigint[]) AND in_window"
+        ),
+        append=q(
+            "INSERT INTO {messages} (memory_id, seq, message, in_window, token_count, counted_by)"
+            " SELECT %s, %s::bigint + t.ord - 1, t.message::jsonb, t.in_window, t.token_count,"
+            " t.counted_by FROM unnest(%s::text[], %s::boolean[], %s::integer[], %s::text[])"
+            " WITH ORDINALITY AS t(message, in_window, token_count, counted_by, ord)"
+        ),
+        delete_memory=q("DELETE FROM {memories} WHERE memory_id = %s"),
+        delete_messages=q("DELETE FROM {messages} WHERE memory_id = %s"),
+        history=q(
+            "SELECT seq, message::text, created_at, in_window FROM {messages}"
+            " WHERE memory_id = %s ORDER BY seq"
+        ),
+        memory_ids=q("SELECT memory_id FROM {memories} ORDER BY memory_id"),
+    )
+
+
+def _fetch(query: sql.Composable, params: Sequence[Any]) -> Flow[list[tuple[Any, ...]]]:
+    yield Call("execute", (query, params))
+    rows: list[tuple[Any, ...]] = yield Call("fetchall")
+    return rows
+
+
+def _execute(query: sql.Composable, params: Sequence[Any] = ()) -> Flow[None]:
+    yield Call("execute", (query, params))
+
+
+@dataclass(frozen=True, slots=True)
+class _Rows:
+    """Messages to append, encoded and in columns (as the `append` statement takes them)."""
+
+    messages: list[str]
+    in_window: list[bool]
+    token_counts: list[int | None]
+    counted_by: list[str | None]
+
+
+def _checks_memory_id(
+    flow: Callable[Concatenate[PostgresCore, str, P], R],
+) -> Callable[Concatenate[PostgresCore, str, P], R]:
+    """Make `flow` raise `ConfigurationError` for a memory id PostgreSQL cannot hold, at once."""
+
+    @functools.wraps(flow)
+    def checked(self: PostgresCore, memory_id: str, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        if not isinstance(memory_id, str) or not memory_id:
+            raise ConfigurationError(f"a memory id must be a non-empty str, got {memory_id!r}")
+        if "\x00" in memory_id or not _utf8(memory_id):
+            raise ConfigurationError(
+                f"PostgreSQL text cannot hold the NUL character or lone surrogates, which the "
+                f"memory id {memory_id!r} contains; use another id"
+            )
+        return flow(self, memory_id, *args, **kwargs)
+
+    return checked
+
+
+class PostgresCore:
+    """The validated configuration of a PostgreSQL store and its operations as flows."""
+
+    DatabaseError: ClassVar[type[psycopg.Error]] = psycopg.Error
+    """What a failed statement or connection raises; the stores turn it into `StoreError`."""
+    row_factory: ClassVar[RowFactory[tuple[Any, ...]]] = staticmethod(tuple_row)
+    async_row_factory: ClassVar[AsyncRowFactory[tuple[Any, ...]]] = staticmethod(tuple_row)
+    """Rows as tuples whatever the pool's connections are configured with (the flows unpack
+    them); messages are read as `jsonb::text`, so the pool's JSON loaders do not matter either."""
+
+    def __init__(
+        self,
+        dsn: str | None,
+        pool: object,
+        *,
+        pool_type: type[object],
+        schema: str,
+        table: str,
+        min_size: int,
+        max_size: int,
+        timeout: float,
+    ) -> None:
+        if (dsn is None) == (pool is None):
+            raise ConfigurationError(
+                "pass exactly one of `dsn` (a PostgreSQL connection string) and `pool` "
+                f"(a {pool_type.__name__}), got dsn={_safe_dsn(dsn)!r} and pool={pool!r}"
+            )
+        if pool is not None and not isinstance(pool, pool_type):
+            raise ConfigurationError(
+                f"`pool` must be a psycopg_pool.{pool_type.__name__}, got {pool!r}"
+            )
+        self.schema = _identifier(schema, "schema", _SCHEMA, 63)
+        self.table = _identifier(table, "table", _TABLE, 52)
+        _check_pool_size(min_size, max_size, timeout)
+        self.dsn = dsn
+        self.min_size = min_size
+        self.max_size = max_size
+        self.timeout = float(timeout)
+        self.where = _describe_dsn(dsn) if dsn is not None else f"pool={getattr(pool, 'name', '?')}"
+        self.sql = statements(self.schema, self.table)
+        digest = hashlib.blake2b(f"chatmemory:{self.schema}".encode(), digest_size=8).digest()
+        self.lock_key = int.from_bytes(digest, "big", signed=True)
+
+    def pool_options(self, check: object) -> dict[str, Any]:
+        """Keyword arguments for the pool a store creates for itself (opened by the store)."""
+        return {
+            "conninfo": self.dsn,
+            "min_size": self.min_size,
+            "max_size": self.max_size,
+            "timeout": self.timeout,
+            "open": False,
+            "kwargs": {"autocommit": True},
+            "check": check,  # replaces connections that died while idle (server restart)
+            "name": f"chatmemory-{self.schema}.{self.table}",
+        }
+
+    def describe(self, store: object) -> str:
+        """`repr` of `store`: where it connects (never a password) and its tables."""
+        return f"{type(store).__name__}({self.where}, schema={self.schema!r}, table={self.table!r})"
+
+    def store_error(
+        self, store: object, error: psycopg.Error, memory_id: str | None
+    ) -> StoreError:
+        if isinstance(error, psycopg_pool.PoolTimeout):
+            text = (
+                f"no PostgreSQL connection became available within {self.timeout:g} s; check that "
+                f"the server is running and reachable ({self.where}), or raise `timeout`"
+            )
+        elif isinstance(error, psycopg_pool.PoolClosed):
+            text = "the store is closed (or its connection pool is not open)"
+        elif isinstance(error, psycopg.OperationalError):
+            text = (
+                f"the PostgreSQL server or connection failed, so the transaction was rolled back "
+                f"(if the connection broke while committing, it may have committed): "
+                f"{type(error).__name__}: {error}"
+            )
+        else:
+            text = f"PostgreSQL refused the operation: {type(error).__name__}: {error}"
+        return StoreError(text.strip(), store=store, memory_id=memory_id)
+
+    # -- flows (each checks its arguments when called, before it runs) ----------------------
+
+    def migrate(self) -> Flow[None]:
+        """Create or upgrade the tables, one recorded migration at a time.
+
+        Runs in one transaction holding an advisory lock of the schema, so processes opening
+        the same schema at once take turns and each migration is applied exactly once.
+        Existence is checked before creating, so a role without CREATE privileges can use
+        tables that are already there.
+        """
+        s = self.sql
+        yield from _execute(s.lock, (self.lock_key,))
+        if not (yield from _fetch(s.schema_exists, (self.schema,))):
+            yield from _execute(s.create_schema)
+        migrations_table = (self.schema, f"{self.table}_migrations")
+        if not (yield from _fetch(s.table_exists, migrations_table)):
+            yield from _execute(s.create_migrations)
+        applied = {version for (version,) in (yield from _fetch(s.applied, ()))}
+        for migration in s.migrations:
+            if migration.version not in applied:
+                for statement in migration.statements:
+                    yield from _execute(statement)
+                yield from _execute(s.record, (migration.version, migration.name))
+
+    @_checks_memory_id
+    def load_window(self, memory_id: str) -> Flow[WindowSnapshot]:
+        rows = yield from _fetch(self.sql.load_window, (memory_id,))
+        if not rows:
+            return WindowSnapshot(0, ())
+        window = tuple(
+            StoredMessage(seq, _decode(value, memory_id, seq), token_count, counted_by)
+            for _, seq, value, token_count, counted_by in rows
+            if seq is not None  # a memory whose window is empty: one row of NULLs
+        )
+        return WindowSnapshot(rows[0][0], window)
+
+    @_checks_memory_id
+    def commit_window(
+        self, memory_id: str, version: int, append: Sequence[NewMessage], evict: Sequence[int]
+    ) -> Flow[bool]:
+        """Encode `append` now (a message that cannot be stored raises before any I/O)."""
+        rows = _encode(memory_id, append)
+        evicted = [_seq(seq) for seq in evict]
+        if not isinstance(version, int) or version < 0:
+            raise ConfigurationError(f"`version` must be an int >= 0, got {version!r}")
+        return self._commit(memory_id, version, rows, evicted)
+
+    def _commit(self, memory_id: str, version: int, rows: _Rows, evict: list[int]) -> Flow[bool]:
+        s, count = self.sql, len(rows.messages)
+        if version == 0:  # a new memory id; someone else may create it first
+            claimed = yield from _fetch(s.create_memory, (memory_id, count))
+        else:  # locks the memory's row until commit: writers of one id take turns
+            claimed = yield from _fetch(s.bump_version, (count, memory_id, version))
+        if not claimed:
+            return False  # another writer won: nothing was written
+        first_seq = claimed[0][0] - count
+        if evict:
+            yield from _execute(s.evict, (memory_id, evict))
+        if count:
+            yield from _execute(
+                s.append,
+                (
+                    memory_id,
+                    first_seq,
+                    rows.messages,
+                    rows.in_window,
+                    rows.token_counts,
+                    rows.counted_by,
+                ),
+            )
+        return True
+
+    @_checks_memory_id
+    def delete_messages(self, memory_id: str) -> Flow[None]:
+        # Two statements, in this order: the first waits for a writer holding the memory's row,
+        # the second then sees (and deletes) the rows that writer committed.
+        yield from _execute(self.sql.delete_memory, (memory_id,))
+        yield from _execute(self.sql.delete_messages, (memory_id,))
+
+    @_checks_memory_id
+    def history(
+        self, memory_id: str, errors: Literal["raise", "skip"]
+    ) -> Flow[list[HistoryEntry]]:
+        if errors not in ("raise", "skip"):
+            raise ConfigurationError(f'`errors` must be "raise" or "skip", got {errors!r}')
+        return self._history(memory_id, errors == "skip")
+
+    def _history(self, memory_id: str, skip: bool) -> Flow[list[HistoryEntry]]:
+        entries = []
+        rows = yield from _fetch(self.sql.history, (memory_id,))
+        for seq, value, created_at, in_window in rows:
+            try:
+                message = _decode(value, memory_id, seq)
+            except SerializationError:
+                if skip:
+                    continue
+                raise
+            entries.append(HistoryEntry(seq, message, _utc(created_at), in_window))
+        return entries
+
+    def memory_ids(self) -> Flow[list[str]]:
+        rows = yield from _fetch(self.sql.memory_ids, ())
+        return [memory_id for (memory_id,) in rows]
+
+
+# -- checks and row codecs ---------------------------------------------------------------------
+
+
+def _identifier(value: object, what: str, pattern: re.Pattern[str], limit: int) -> str:
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise ConfigurationError(
+            f"`{what}` must be a letter or underscore followed by letters, digits or "
+            f"underscores, at most {limit} characters in all; got {value!r}"
+        )
+    return value
+
+
+def _check_pool_size(min_size: object, max_size: object, timeout: object) -> None:
+    sizes_ok = (
+        isinstance(min_size, int)
+        and isinstance(max_size, int)
+        and not isinstance(min_size, bool)
+        and not isinstance(max_size, bool)
+        and 0 <= min_size <= max_size
+        and max_size >= 1
+    )
+    if not sizes_ok:
+        raise ConfigurationError(
+            f"pool sizes must be ints with 0 <= min_size <= max_size and max_size >= 1, got "
+            f"min_size={min_size!r}, max_size={max_size!r}"
+        )
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ConfigurationError(f"`timeout` must be a number of seconds > 0, got {timeout!r}")
+
+
+def _describe_dsn(dsn: str) -> str:
+    try:
+        params = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        # libpq's message quotes parts of the string, which may be a password: not repeated.
+        raise ConfigurationError(
+            "`dsn` is not a valid PostgreSQL connection string; write it as a URI "
+            "(postgresql://user@host:5432/dbname) or as key=value pairs (host=... dbname=...)"
+        ) from None
+    return ", ".join(f"{key}={params[key]!r}" for key in _SHOWN_CONNINFO if key in params)
+
+
+def _safe_dsn(dsn: str | None) -> str | None:
+    """`dsn` for an error message, with anything that may be a password hidden."""
+    if dsn is None:
+        return None
+    try:
+        return _describe_dsn(dsn) or "<default>"
+    except ConfigurationError:
+        return "<invalid>"
+
+
+def _seq(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigurationError(f"`evict` must hold row numbers (int), got {value!r}")
+    return value
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _encode(memory_id: str, append: Sequence[NewMessage]) -> _Rows:
+    rows = _Rows([], [], [], [])
+    for index, new in enumerate(append):
+        if not isinstance(new, NewMessage):
+            raise ConfigurationError(f"`append` must hold NewMessage values, got {new!r}")
+        try:
+            text = message_to_json(new.message)
+        except SerializationError as error:
+            raise _located(error, memory_id, None) from error
+        if _ESCAPES_JSONB_REJECTS.search(text) and _jsonb_rejects(json.loads(text)):
+            raise SerializationError(
+                f"PostgreSQL jsonb cannot hold the NUL character (\\u0000) or a lone surrogate, "
+                f"which message {index} of the batch contains; remove them (for example "
+                f"text.replace('\\x00', '')) and add it again. Nothing was written",
+                fragment=text,
+                memory_id=memory_id,
+            )
+        rows.messages.append(text)
+        rows.in_window.append(bool(new.in_window))
+        rows.token_counts.append(new.token_count)
+        rows.counted_by.append(new.counted_by)
+    return rows
+
+
+def _jsonb_rejects(value: object) -> bool:
+    """Whether a JSON value holds a string that jsonb refuses (NUL, lone surrogate)."""
+    if isinstance(value, str):
+        return "\x00" in value or not _utf8(value)
+    if isinstance(value, dict):
+        return any(_jsonb_rejects(k) or _jsonb_rejects(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_jsonb_rejects(item) for item in value)
+    return False
+
+
+def _decode(text: str, memory_id: str, seq: int) -> ChatMessage:
+    try:
+        return message_from_json(text)
+    except SerializationError as error:
+        raise _located(error, memory_id, seq) from error
+
+
+def _located(error: SerializationError, memory_id: str, seq: int | None) -> SerializationError:
+    """`error` again, saying which memory id and row it comes from."""
+    text = str(error)
+    if error.fragment is not None:
+        text = text.removesuffix(f"; in {shorten(error.fragment)!r}")
+    return SerializationError(text, fragment=error.fragment, memory_id=memory_id, row=seq)
+
+
+def _utc(stamp: datetime) -> datetime:
+    return stamp.astimezone(timezone.utc)

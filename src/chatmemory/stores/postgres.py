@@ -1,0 +1,303 @@
+"""PostgreSQL stores (psycopg 3 and psycopg_pool; ``pip install 'chatmemory[postgres]'``).
+
+Two tables per store, created and upgraded by numbered migrations recorded in a third:
+
+* ``<table>_memories``: one row per memory id with its version and next sequence number;
+* ``<table>``: one row per message ever added (the LangChain4j JSON as ``jsonb``), keyed by
+  ``(memory_id, seq)``, with ``in_window`` telling the window from the history, and a partial
+  index over the window rows.
+
+Adding a message reads the window through that index and commits one version bump, the new
+rows and the eviction marks in one transaction: the same work after 100 messages as after
+100,000, and a writer that lost the race to another one writes nothing and tries again.
+
+The statements and the decoding of rows live in `_postgres_core` as flows; the two classes here
+only run those flows in a transaction, on a pooled connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal, TypeVar
+
+from .._flow import Flow, arun, run
+from ._protocol import HistoryEntry, NewMessage, WindowSnapshot
+from ._seed import AsyncSeedContract, SeedContract
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection, Connection
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+    from ._postgres_core import PostgresCore
+
+__all__ = ["AsyncPostgresChatMemoryStore", "PostgresChatMemoryStore"]
+
+T = TypeVar("T")
+
+_INSTALL = "pip install 'chatmemory[postgres]'"
+
+
+def _core(
+    dsn: str | None,
+    pool: object,
+    *,
+    asynchronous: bool,
+    schema: str,
+    table: str,
+    min_size: int,
+    max_size: int,
+    timeout: float,
+) -> PostgresCore:
+    try:
+        import psycopg_pool
+
+        from ._postgres_core import PostgresCore
+    except ImportError as error:
+        if error.name is not None and error.name.partition(".")[0] not in (
+            "psycopg",
+            "psycopg_pool",
+        ):
+            raise
+        raise ImportError(
+            f"the PostgreSQL stores need psycopg 3 and psycopg_pool, which are not installed "
+            f"or do not load ({error}); install them with: {_INSTALL}"
+        ) from error
+    return PostgresCore(
+        dsn,
+        pool,
+        pool_type=psycopg_pool.AsyncConnectionPool if asynchronous else psycopg_pool.ConnectionPool,
+        schema=schema,
+        table=table,
+        min_size=min_size,
+        max_size=max_size,
+        timeout=timeout,
+    )
+
+
+class PostgresChatMemoryStore(SeedContract):
+    """Memories in PostgreSQL, shared by every process that connects to the same tables.
+
+    Pass a connection string (`dsn`) and the store keeps its own `psycopg_pool.ConnectionPool`
+    (`min_size`..`max_size` connections; a call waits at most `timeout` seconds for one and then
+    raises `StoreError`), opened now and closed by `close()`. Or pass your own `pool`: the store
+    uses it and never closes it (`min_size`, `max_size` and `timeout` are then ignored).
+
+    The tables `<table>`, `<table>_memories` and `<table>_migrations` live in `schema`; both
+    names are checked (letters, digits, underscores) and created or upgraded on first use.
+    Every failure of the server or the connection raises `StoreError` naming the memory id,
+    with the psycopg error as its cause; each call is one transaction, so nothing is
+    half-written, and the next call uses a fresh connection. Safe to share between threads.
+    """
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        pool: ConnectionPool[Connection] | None = None,
+        schema: str = "public",
+        table: str = "chatmemory_messages",
+        min_size: int = 1,
+        max_size: int = 4,
+        timeout: float = 10.0,
+    ) -> None:
+        self._pg = _core(
+            dsn,
+            pool,
+            asynchronous=False,
+            schema=schema,
+            table=table,
+            min_size=min_size,
+            max_size=max_size,
+            timeout=timeout,
+        )
+        self._owns_pool = pool is None
+        if pool is None:
+            from psycopg_pool import ConnectionPool
+
+            pool = ConnectionPool(**self._pg.pool_options(ConnectionPool.check_connection))
+            pool.open()
+        self._pool = pool
+        self._migrated = False
+        self._migrate_lock = threading.Lock()
+
+    @property
+    def pool(self) -> ConnectionPool[Connection]:
+        """The connection pool the store runs on."""
+        return self._pool
+
+    def load_window(self, memory_id: str) -> WindowSnapshot:
+        return self._run(memory_id, self._pg.load_window(memory_id))
+
+    def commit_window(
+        self,
+        memory_id: str,
+        *,
+        version: int,
+        append: Sequence[NewMessage],
+        evict: Sequence[int],
+    ) -> bool:
+        return self._run(memory_id, self._pg.commit_window(memory_id, version, append, evict))
+
+    def delete_messages(self, memory_id: str) -> None:
+        self._run(memory_id, self._pg.delete_messages(memory_id))
+
+    def history(
+        self, memory_id: str, *, errors: Literal["raise", "skip"] = "raise"
+    ) -> list[HistoryEntry]:
+        return self._run(memory_id, self._pg.history(memory_id, errors))
+
+    def memory_ids(self) -> list[str]:
+        return self._run(None, self._pg.memory_ids())
+
+    def _run(self, memory_id: str | None, flow: Flow[T]) -> T:
+        try:
+            with self._pool.connection() as conn:
+                if not self._migrated:
+                    self._migrate(conn)
+                return self._transaction(conn, flow)
+        except self._pg.DatabaseError as error:
+            raise self._pg.store_error(self, error, memory_id) from error
+
+    def _migrate(self, conn: Connection) -> None:
+        with self._migrate_lock:
+            if self._migrated:  # another thread did it while this one waited
+                return
+            self._transaction(conn, self._pg.migrate())
+            self._migrated = True
+
+    def _transaction(self, conn: Connection, flow: Flow[T]) -> T:
+        with conn.transaction(), conn.cursor(row_factory=self._pg.row_factory) as cursor:
+            return run(flow, cursor)
+
+    def close(self) -> None:
+        """Close the pool the store created (a pool passed in is left open)."""
+        if self._owns_pool:
+            self._pool.close()
+
+    def __enter__(self) -> PostgresChatMemoryStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return self._pg.describe(self)
+
+
+class AsyncPostgresChatMemoryStore(AsyncSeedContract):
+    """`PostgresChatMemoryStore` for asyncio, on a `psycopg_pool.AsyncConnectionPool`.
+
+    A pool the store creates is opened by `open()`, by `async with store`, or else by the first
+    call, inside the running event loop; `aclose()` closes it. A pool passed in must be open
+    and is never closed by the store. Same tables, rows and errors as the sync store, so sync
+    and async applications can share them.
+    """
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        pool: AsyncConnectionPool[AsyncConnection] | None = None,
+        schema: str = "public",
+        table: str = "chatmemory_messages",
+        min_size: int = 1,
+        max_size: int = 4,
+        timeout: float = 10.0,
+    ) -> None:
+        self._pg = _core(
+            dsn,
+            pool,
+            asynchronous=True,
+            schema=schema,
+            table=table,
+            min_size=min_size,
+            max_size=max_size,
+            timeout=timeout,
+        )
+        self._opening = pool is None
+        """True until the pool the store creates is opened (or the store is closed)."""
+        self._owns_pool = pool is None
+        if pool is None:
+            from psycopg_pool import AsyncConnectionPool
+
+            check = AsyncConnectionPool.check_connection
+            pool = AsyncConnectionPool(**self._pg.pool_options(check))
+        self._pool = pool
+        self._migrated = False
+        self._migrate_lock = asyncio.Lock()
+
+    @property
+    def pool(self) -> AsyncConnectionPool[AsyncConnection]:
+        """The connection pool the store runs on."""
+        return self._pool
+
+    async def open(self) -> None:
+        """Open the pool the store created, in the running loop (the first call does it too)."""
+        if self._opening:
+            await self._pool.open()
+            self._opening = False
+
+    async def load_window(self, memory_id: str) -> WindowSnapshot:
+        return await self._run(memory_id, self._pg.load_window(memory_id))
+
+    async def commit_window(
+        self,
+        memory_id: str,
+        *,
+        version: int,
+        append: Sequence[NewMessage],
+        evict: Sequence[int],
+    ) -> bool:
+        flow = self._pg.commit_window(memory_id, version, append, evict)
+        return await self._run(memory_id, flow)
+
+    async def delete_messages(self, memory_id: str) -> None:
+        await self._run(memory_id, self._pg.delete_messages(memory_id))
+
+    async def history(
+        self, memory_id: str, *, errors: Literal["raise", "skip"] = "raise"
+    ) -> list[HistoryEntry]:
+        return await self._run(memory_id, self._pg.history(memory_id, errors))
+
+    async def memory_ids(self) -> list[str]:
+        return await self._run(None, self._pg.memory_ids())
+
+    async def _run(self, memory_id: str | None, flow: Flow[T]) -> T:
+        try:
+            await self.open()
+            async with self._pool.connection() as conn:
+                if not self._migrated:
+                    await self._migrate(conn)
+                return await self._transaction(conn, flow)
+        except self._pg.DatabaseError as error:
+            raise self._pg.store_error(self, error, memory_id) from error
+
+    async def _migrate(self, conn: AsyncConnection) -> None:
+        async with self._migrate_lock:
+            if self._migrated:  # another task did it while this one waited
+                return
+            await self._transaction(conn, self._pg.migrate())
+            self._migrated = True
+
+    async def _transaction(self, conn: AsyncConnection, flow: Flow[T]) -> T:
+        rows = self._pg.async_row_factory
+        async with conn.transaction(), conn.cursor(row_factory=rows) as cursor:
+            return await arun(flow, cursor)
+
+    async def aclose(self) -> None:
+        """Close the pool the store created (a pool passed in is left open)."""
+        self._opening = False
+        if self._owns_pool:
+            await self._pool.close()
+
+    async def __aenter__(self) -> AsyncPostgresChatMemoryStore:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return self._pg.describe(self)
