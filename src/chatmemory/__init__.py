@@ -6,10 +6,10 @@ never lose a message, exact offline token counts, and Mastra-style memory proces
 
 from __future__ import annotations
 
-import importlib
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
+from . import stores
 from ._codec import (
     from_openai,
     message_from_json,
@@ -55,15 +55,16 @@ from ._tokens import ApproximateTokenCountEstimator, OpenAiTokenCountEstimator, 
 from .stores import (
     AsyncChatMemoryStore,
     AsyncInMemoryChatMemoryStore,
+    AsyncSqliteChatMemoryStore,
     ChatMemoryStore,
     HistoryEntry,
     InMemoryChatMemoryStore,
+    SqliteChatMemoryStore,
 )
 
 if TYPE_CHECKING:
     from .stores.postgres import AsyncPostgresChatMemoryStore, PostgresChatMemoryStore
     from .stores.redis import AsyncRedisChatMemoryStore, RedisChatMemoryStore
-    from .stores.sqlite import AsyncSqliteChatMemoryStore, SqliteChatMemoryStore
 
 try:
     __version__ = version("chatmemory")
@@ -125,23 +126,12 @@ __all__ = [
     "to_openai",
 ]
 
-# Persistent stores load their module on first use: Redis and PostgreSQL drivers are optional
-# extras, and `import chatmemory` needs none of them.
-_STORES = {
-    "SqliteChatMemoryStore": ".stores.sqlite",
-    "AsyncSqliteChatMemoryStore": ".stores.sqlite",
-    "RedisChatMemoryStore": ".stores.redis",
-    "AsyncRedisChatMemoryStore": ".stores.redis",
-    "PostgresChatMemoryStore": ".stores.postgres",
-    "AsyncPostgresChatMemoryStore": ".stores.postgres",
-}
-
-
 def __getattr__(name: str) -> object:
-    module = _STORES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module, __name__), name)
+    # Persistent stores load on first use (`chatmemory.stores` decides how): Redis and
+    # PostgreSQL drivers are optional extras, and `import chatmemory` needs none of them.
+    if name.endswith("ChatMemoryStore") and name in __all__:
+        return getattr(stores, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

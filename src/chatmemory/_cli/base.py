@@ -20,7 +20,7 @@ __all__ = [
     "ErrorHandlingGroup",
     "InputError",
     "console",
-        "default_db",
+    "default_db",
     "estimator_options",
     "home_dir",
     "make_estimator",

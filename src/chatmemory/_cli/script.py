@@ -148,9 +148,7 @@ def _alice_hotel(c: int) -> Turn:
     return Turn(
         f"My hotel is {price} euros a night. What will {nights} nights cost?",
         (("calculator", {"operation": "multiply", "a": price, "b": nights}),),
-        lambda results, _: (
-            f"{nights} nights at {price} euros come to {results[0]} euros in total."
-        ),
+        lambda results, _: f"{nights} nights at {price} euros come to {results[0]} euros in total.",
     )
 
 

@@ -141,7 +141,9 @@ def store_options(command: F) -> F:
     """Add --db / --redis-url / --postgres-dsn (and their settings) to a command or group."""
     options = [
         db_option,
-        click.option("--redis-url", metavar="URL", help="Use Redis, e.g. redis://localhost:6379/0."),
+        click.option(
+            "--redis-url", metavar="URL", help="Use Redis, e.g. redis://localhost:6379/0."
+        ),
         click.option("--prefix", help="Key prefix of the Redis store [default: chatmemory:]."),
         click.option(
             "--postgres-dsn", metavar="DSN", help="Use PostgreSQL, e.g. postgresql://user@host/db."

@@ -253,9 +253,7 @@ class PostgresCore:
         """`repr` of `store`: where it connects (never a password) and its tables."""
         return f"{type(store).__name__}({self.where}, schema={self.schema!r}, table={self.table!r})"
 
-    def store_error(
-        self, store: object, error: psycopg.Error, memory_id: str | None
-    ) -> StoreError:
+    def store_error(self, store: object, error: psycopg.Error, memory_id: str | None) -> StoreError:
         if isinstance(error, psycopg_pool.PoolTimeout):
             text = (
                 f"no PostgreSQL connection became available within {self.timeout:g} s; check that "
@@ -353,9 +351,7 @@ class PostgresCore:
         yield from _execute(self.sql.delete_messages, (memory_id,))
 
     @_checks_memory_id
-    def history(
-        self, memory_id: str, errors: Literal["raise", "skip"]
-    ) -> Flow[list[HistoryEntry]]:
+    def history(self, memory_id: str, errors: Literal["raise", "skip"]) -> Flow[list[HistoryEntry]]:
         if errors not in ("raise", "skip"):
             raise ConfigurationError(f'`errors` must be "raise" or "skip", got {errors!r}')
         return self._history(memory_id, errors == "skip")

@@ -9,6 +9,7 @@ contract (LangChain4j-style code writing the whole window each time) does not du
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 from .._errors import ConcurrentUpdateError
 from .._eviction import plan_replace
@@ -17,6 +18,9 @@ from .._messages import ChatMessage, check_messages
 from ._protocol import NewMessage, WindowSnapshot
 
 __all__ = ["AsyncSeedContract", "SeedContract", "replace_flow"]
+
+S = TypeVar("S", bound="SeedContract")
+A = TypeVar("A", bound="AsyncSeedContract")
 
 
 def replace_flow(store: object, memory_id: str, messages: Sequence[ChatMessage]) -> Flow[None]:
@@ -49,10 +53,19 @@ def replace_flow(store: object, memory_id: str, messages: Sequence[ChatMessage])
 
 
 class SeedContract:
-    """`get_messages` / `update_messages` for a sync incremental store."""
+    """`get_messages` / `update_messages` and the context-manager protocol for a sync store."""
 
     def load_window(self, memory_id: str) -> WindowSnapshot:
         raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: S) -> S:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def get_messages(self, memory_id: str) -> list[ChatMessage]:
         return [row.message for row in self.load_window(memory_id).rows]
@@ -62,10 +75,19 @@ class SeedContract:
 
 
 class AsyncSeedContract:
-    """`get_messages` / `update_messages` for an asyncio incremental store."""
+    """`get_messages` / `update_messages` and `async with` for an asyncio store."""
 
     async def load_window(self, memory_id: str) -> WindowSnapshot:
         raise NotImplementedError
+
+    async def aclose(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self: A) -> A:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     async def get_messages(self, memory_id: str) -> list[ChatMessage]:
         return [row.message for row in (await self.load_window(memory_id)).rows]

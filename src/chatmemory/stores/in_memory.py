@@ -105,12 +105,6 @@ class InMemoryChatMemoryStore(SeedContract):
     def close(self) -> None:
         """Nothing to release; here so every store can be closed the same way."""
 
-    def __enter__(self) -> InMemoryChatMemoryStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         return f"InMemoryChatMemoryStore(memory_ids={len(self._logs)})"
 
@@ -135,8 +129,8 @@ class AsyncInMemoryChatMemoryStore(AsyncSeedContract):
     """`InMemoryChatMemoryStore` for asyncio memories. Its calls do no I/O and never block."""
 
     def __init__(self, *, keep_history: bool = True, store: InMemoryChatMemoryStore | None = None):
-        self.sync = store if store is not None else InMemoryChatMemoryStore(
-            keep_history=keep_history
+        self.sync = (
+            store if store is not None else InMemoryChatMemoryStore(keep_history=keep_history)
         )
         """The sync store holding the data (share it to see the same memories from sync code)."""
 
@@ -166,12 +160,6 @@ class AsyncInMemoryChatMemoryStore(AsyncSeedContract):
 
     async def aclose(self) -> None:
         """Nothing to release."""
-
-    async def __aenter__(self) -> AsyncInMemoryChatMemoryStore:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     def __repr__(self) -> str:
         return f"AsyncInMemoryChatMemoryStore({self.sync!r})"

@@ -176,12 +176,6 @@ class PostgresChatMemoryStore(SeedContract):
         if self._owns_pool:
             self._pool.close()
 
-    def __enter__(self) -> PostgresChatMemoryStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         return self._pg.describe(self)
 

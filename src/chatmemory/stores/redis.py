@@ -470,12 +470,6 @@ class RedisChatMemoryStore(_RedisStore, SeedContract):
         if self._owns_client:
             self._client.close()
 
-    def __enter__(self) -> RedisChatMemoryStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
 
 class AsyncRedisChatMemoryStore(_RedisStore, AsyncSeedContract):
     """`RedisChatMemoryStore` for asyncio, on `redis.asyncio`; same keys, so both can share data.
@@ -553,9 +547,3 @@ class AsyncRedisChatMemoryStore(_RedisStore, AsyncSeedContract):
         """Close the connections, unless the client was passed in (its owner closes it)."""
         if self._owns_client:
             await self._client.aclose()
-
-    async def __aenter__(self) -> AsyncRedisChatMemoryStore:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()

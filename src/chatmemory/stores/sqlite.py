@@ -295,12 +295,6 @@ class SqliteChatMemoryStore(SeedContract):
         if connection is not None:
             connection.close()
 
-    def __enter__(self) -> SqliteChatMemoryStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         closed = ", closed" if self._connection is None else ""
         return f"{type(self).__name__}({self._path!r}{closed})"
