@@ -297,3 +297,46 @@ def test_invalid_configuration_is_rejected(make: Factory) -> None:
         make.tokens(max_tokens=0, estimator=ESTIMATOR)
     with pytest.raises(ConfigurationError, match="estimator"):
         make.tokens(max_tokens=10, estimator=object())
+
+
+class _Words:
+    """A word-count estimator, with or without a `cache_key`."""
+
+    def __init__(self, cache_key: str | None) -> None:
+        if cache_key is not None:
+            self.cache_key = cache_key
+        self.counted: list[ChatMessage] = []
+
+    def count_text(self, text: str) -> int:
+        return len(text.split())
+
+    def count_message(self, message: ChatMessage) -> int:
+        self.counted.append(message)
+        return 1 + self.count_text(getattr(message, "text", "") or "")
+
+    def count_messages(self, messages: object) -> int:
+        return sum(self.count_message(m) for m in messages)  # type: ignore[attr-defined]
+
+
+def test_stored_counts_are_used_only_when_the_same_estimator_made_them() -> None:
+    from chatmemory import InMemoryChatMemoryStore, TokenWindowChatMemory
+    from chatmemory._codec.langchain4j import message_from_json, message_to_json
+    from chatmemory.stores import NewMessage
+
+    def fresh(text: str) -> UserMessage:  # a new object, like a row read from a database
+        message = message_from_json(message_to_json(UserMessage(text)))
+        assert isinstance(message, UserMessage)
+        return message
+
+    store = InMemoryChatMemoryStore()
+    rows = [
+        NewMessage(fresh("one two"), token_count=3, counted_by="words:v1"),
+        NewMessage(fresh("three four"), token_count=99, counted_by="someone-else"),
+    ]
+    assert store.commit_window("m", version=0, append=rows, evict=[])
+    keyed = _Words("words:v1")
+    TokenWindowChatMemory(max_tokens=100, estimator=keyed, id="m", store=store).messages()
+    assert [m.text for m in keyed.counted if isinstance(m, UserMessage)] == ["three four"]
+    anonymous = _Words(None)
+    TokenWindowChatMemory(max_tokens=100, estimator=anonymous, id="m", store=store).messages()
+    assert len([m for m in anonymous.counted if isinstance(m, UserMessage)]) == 2

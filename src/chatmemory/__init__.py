@@ -126,6 +126,7 @@ __all__ = [
     "to_openai",
 ]
 
+
 def __getattr__(name: str) -> object:
     # Persistent stores load on first use (`chatmemory.stores` decides how): Redis and
     # PostgreSQL drivers are optional extras, and `import chatmemory` needs none of them.

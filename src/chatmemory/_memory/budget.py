@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from .._errors import ConfigurationError
 from .._messages import ChatMessage, memo
 from .._tokens.estimator import TokenCountEstimator, cache_key_of, cached_count
+from ..stores._protocol import StoredMessage
 
 __all__ = ["Budget", "Limit", "MessageBudget", "TokenBudget"]
 
@@ -25,8 +26,8 @@ class Budget(Protocol):
 
     def size(self, message: ChatMessage) -> int: ...
 
-    def remember(self, message: ChatMessage, size: int) -> None:
-        """Take a size stored with a row as the size of `message` (it was `counted_by` us)."""
+    def prime(self, rows: Iterable[StoredMessage]) -> None:
+        """Take the sizes stored with `rows` (those `counted_by` us) instead of measuring."""
         ...
 
 
@@ -62,8 +63,8 @@ class MessageBudget(_Limited):
     def size(self, message: ChatMessage) -> int:
         return 1
 
-    def remember(self, message: ChatMessage, size: int) -> None:
-        pass
+    def prime(self, rows: Iterable[StoredMessage]) -> None:
+        pass  # every message weighs one: nothing to remember
 
 
 class TokenBudget(_Limited):
@@ -84,5 +85,9 @@ class TokenBudget(_Limited):
     def size(self, message: ChatMessage) -> int:
         return cached_count(self._key, message, self.estimator.count_message)
 
-    def remember(self, message: ChatMessage, size: int) -> None:
-        memo(message).setdefault(self._key, size)
+    def prime(self, rows: Iterable[StoredMessage]) -> None:
+        if self.counted_by is None:
+            return
+        for row in rows:
+            if row.counted_by == self.counted_by and row.token_count is not None:
+                memo(row.message).setdefault(self._key, row.token_count)

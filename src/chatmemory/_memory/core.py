@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from .._errors import ConcurrentUpdateError, ConfigurationError
+from .._errors import ConcurrentUpdateError
 from .._eviction import arrange, fit, place, plan_replace
 from .._flow import Call, Flow, Sleep, backoff
 from .._messages import ChatMessage, check_messages
-from ..stores._protocol import NewMessage, StoredMessage
+from ..stores._protocol import NewMessage, check_memory_id
 from .budget import Budget
 
 __all__ = ["MemoryCore"]
@@ -41,9 +41,7 @@ class MemoryCore:
         store: object,
         incremental: bool,
     ) -> None:
-        if not isinstance(memory_id, str) or not memory_id:
-            raise ConfigurationError(f"a memory id must be a non-empty str, got {memory_id!r}")
-        self.memory_id = memory_id
+        self.memory_id = check_memory_id(memory_id)
         self.budget = budget
         self.system_first = bool(system_first)
         self.store = store
@@ -108,13 +106,8 @@ class MemoryCore:
             stored = yield Call("get_messages", (self.memory_id,))
             return -1, [_Entry(m, i) for i, m in enumerate(check_messages(stored, "the store"))]
         snapshot = yield Call("load_window", (self.memory_id,))
-        counted_by = self.budget.counted_by
-        rows: tuple[StoredMessage, ...] = snapshot.rows
-        if counted_by is not None:
-            for row in rows:
-                if row.counted_by == counted_by and row.token_count is not None:
-                    self.budget.remember(row.message, row.token_count)
-        return snapshot.version, [_Entry(row.message, row.seq) for row in rows]
+        self.budget.prime(snapshot.rows)
+        return snapshot.version, [_Entry(row.message, row.seq) for row in snapshot.rows]
 
     def _fit(self, entries: list[_Entry]) -> list[_Entry]:
         size = self.budget.size

@@ -91,8 +91,6 @@ class _Shell:
     def __init__(
         self, budget: Callable[[str], Budget], memory_id: str, store: object, system_first: bool
     ) -> None:
-        if not isinstance(memory_id, str) or not memory_id:
-            raise ConfigurationError(f"a memory id must be a non-empty str, got {memory_id!r}")
         self._store = store
         self._core = MemoryCore(
             memory_id=memory_id,

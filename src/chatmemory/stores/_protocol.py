@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
 
+from .._errors import ConfigurationError
 from .._messages import ChatMessage
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "NewMessage",
     "StoredMessage",
     "WindowSnapshot",
+    "check_memory_id",
 ]
 
 
@@ -162,3 +164,10 @@ class AsyncIncrementalChatMemoryStore(AsyncChatMemoryStore, Protocol):
     ) -> list[HistoryEntry]: ...
 
     async def memory_ids(self) -> list[str]: ...
+
+
+def check_memory_id(memory_id: object) -> str:
+    """`memory_id` if it is a usable memory id (a non-empty str), else a ConfigurationError."""
+    if not isinstance(memory_id, str) or not memory_id:
+        raise ConfigurationError(f"a memory id must be a non-empty str, got {memory_id!r}")
+    return memory_id

@@ -9,7 +9,7 @@ contract (LangChain4j-style code writing the whole window each time) does not du
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from .._errors import ConcurrentUpdateError
 from .._eviction import plan_replace
@@ -55,11 +55,11 @@ def replace_flow(store: object, memory_id: str, messages: Sequence[ChatMessage])
 class SeedContract:
     """`get_messages` / `update_messages` and the context-manager protocol for a sync store."""
 
-    def load_window(self, memory_id: str) -> WindowSnapshot:
-        raise NotImplementedError
+    if TYPE_CHECKING:  # provided by the store
 
-    def close(self) -> None:
-        raise NotImplementedError
+        def load_window(self, memory_id: str) -> WindowSnapshot: ...
+
+        def close(self) -> None: ...
 
     def __enter__(self: S) -> S:
         return self
@@ -77,11 +77,11 @@ class SeedContract:
 class AsyncSeedContract:
     """`get_messages` / `update_messages` and `async with` for an asyncio store."""
 
-    async def load_window(self, memory_id: str) -> WindowSnapshot:
-        raise NotImplementedError
+    if TYPE_CHECKING:  # provided by the store
 
-    async def aclose(self) -> None:
-        raise NotImplementedError
+        async def load_window(self, memory_id: str) -> WindowSnapshot: ...
+
+        async def aclose(self) -> None: ...
 
     async def __aenter__(self: A) -> A:
         return self

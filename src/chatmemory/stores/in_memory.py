@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from typing import Literal
 
 from .._errors import ConfigurationError
-from ._protocol import HistoryEntry, NewMessage, StoredMessage, WindowSnapshot
+from ._protocol import HistoryEntry, NewMessage, StoredMessage, WindowSnapshot, check_memory_id
 from ._seed import AsyncSeedContract, SeedContract
 
 __all__ = ["AsyncInMemoryChatMemoryStore", "InMemoryChatMemoryStore"]
@@ -36,8 +36,7 @@ class InMemoryChatMemoryStore(SeedContract):
         self._lock = threading.Lock()
 
     def _check(self, memory_id: str) -> None:
-        if not isinstance(memory_id, str) or not memory_id:
-            raise ConfigurationError(f"a memory id must be a non-empty str, got {memory_id!r}")
+        check_memory_id(memory_id)
 
     def load_window(self, memory_id: str) -> WindowSnapshot:
         self._check(memory_id)
