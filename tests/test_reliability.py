@@ -1,0 +1,337 @@
+"""Every store under real processes: writers racing on one memory id; writers killed mid-write.
+
+The scenarios are written once and run against each store (SQLite file, Redis, PostgreSQL). A
+`Target` says how to reach a store: `spec` is the ``("module:Class", kwargs)`` that the child
+processes of `tests/_workers.py` open, isolated per test (its own SQLite file in `tmp_path`, its
+own Redis key prefix, its own PostgreSQL schema, removed afterwards), and a target reads the store's
+own bookkeeping for the checks the public API does not show. A Redis or PostgreSQL server that does
+not answer skips its tests, or fails them under CI=true (`tests.conftest.server_unavailable`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import os
+import random
+import signal
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, closing, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chatmemory._memory.window import MessageWindowChatMemory
+from chatmemory._messages import UserMessage
+from tests import _workers
+from tests._workers import StoreSpec
+from tests.conftest import POSTGRES_DSN, REDIS_URL
+from tests.stores import backends  # noqa: F401  (first: it imports every backend module)
+from tests.stores.backend_postgres import admin, isolated_schema
+from tests.stores.backend_redis import isolated_prefix
+
+pytestmark = pytest.mark.slow
+
+SPAWN = multiprocessing.get_context("spawn")
+WINDOW = 20
+"""`max_messages` of every writer's `MessageWindowChatMemory`."""
+
+
+# -- the stores ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    isolated: Callable[[Path, str], AbstractContextManager[StoreSpec]]
+    """(tmp_path, a unique name) -> the spec of a fresh store, removed when the block ends."""
+    counters: Callable[[StoreSpec, str], list[tuple[int, int]]]
+    """The (version, next_seq) row the store keeps for a memory id, read from its own tables."""
+    integrity: Callable[[StoreSpec], str] | None = None
+    """"ok", or what the store's own consistency check found."""
+    marks: tuple[pytest.MarkDecorator, ...] = ()
+
+
+@contextmanager
+def sqlite_file(tmp_path: Path, unique: str) -> Iterator[StoreSpec]:
+    yield "chatmemory.stores.sqlite:SqliteChatMemoryStore", {"path": str(tmp_path / f"{unique}.db")}
+
+
+def sqlite_rows(spec: StoreSpec, query: str, params: tuple[object, ...] = ()) -> list[Any]:
+    with closing(sqlite3.connect(spec[1]["path"])) as db:
+        return db.execute(query, params).fetchall()
+
+
+def sqlite_counters(spec: StoreSpec, memory_id: str) -> list[tuple[int, int]]:
+    query = "SELECT version, next_seq FROM chatmemory_memories WHERE memory_id = ?"
+    return sqlite_rows(spec, query, (memory_id,))
+
+
+def sqlite_integrity(spec: StoreSpec) -> str:
+    return str(sqlite_rows(spec, "PRAGMA integrity_check")[0][0])
+
+
+@contextmanager
+def redis_prefix(tmp_path: Path, unique: str) -> Iterator[StoreSpec]:
+    with isolated_prefix(unique) as prefix:  # SCAN + DEL of every key under it afterwards
+        yield "chatmemory.stores.redis:RedisChatMemoryStore", {"url": REDIS_URL, "prefix": prefix}
+
+
+def redis_counters(spec: StoreSpec, memory_id: str) -> list[tuple[int, int]]:
+    import redis
+
+    client = redis.Redis.from_url(spec[1]["url"])
+    try:
+        meta = client.hgetall(f"{spec[1]['prefix']}{{{memory_id}}}:meta")
+    finally:
+        client.close()
+    return [(int(meta[b"version"]), int(meta[b"next_seq"]))] if meta else []
+
+
+@contextmanager
+def postgres_schema(tmp_path: Path, unique: str) -> Iterator[StoreSpec]:
+    with isolated_schema(unique) as schema:  # DROP SCHEMA ... CASCADE afterwards
+        kwargs = {"dsn": POSTGRES_DSN, "schema": schema, "timeout": 30}
+        yield "chatmemory.stores.postgres:PostgresChatMemoryStore", kwargs
+
+
+def postgres_table(spec: StoreSpec, name: str) -> Any:
+    from psycopg import sql
+
+    return sql.Identifier(spec[1]["schema"], f"chatmemory_messages_{name}")
+
+
+def postgres_counters(spec: StoreSpec, memory_id: str) -> list[tuple[int, int]]:
+    from psycopg import sql
+
+    query = sql.SQL("SELECT version, next_seq FROM {} WHERE memory_id = %s")
+    return admin(query.format(postgres_table(spec, "memories")), (memory_id,))
+
+
+SQLITE = Target("sqlite", sqlite_file, sqlite_counters, integrity=sqlite_integrity)
+REDIS = Target("redis", redis_prefix, redis_counters, marks=(pytest.mark.redis,))
+POSTGRES = Target("postgres", postgres_schema, postgres_counters, marks=(pytest.mark.postgres,))
+
+
+def on(*targets: Target) -> list[Any]:
+    return [pytest.param(t, id=t.name, marks=t.marks) for t in targets]
+
+
+@pytest.fixture(params=on(SQLITE, REDIS, POSTGRES))
+def target(request: pytest.FixtureRequest) -> Target:
+    return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def spec(target: Target, tmp_path: Path) -> Iterator[StoreSpec]:
+    """A fresh, isolated store of `target` as a spec; skips (fails under CI) if unreachable."""
+    with target.isolated(tmp_path, f"rel{uuid.uuid4().hex[:12]}") as store_spec:
+        yield store_spec
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+@contextmanager
+def reaping(*processes: Any) -> Iterator[None]:
+    """Kill whichever of `processes` still runs when the block ends, then release them all."""
+    try:
+        yield
+    finally:
+        for process in processes:
+            if process.is_alive():  # pragma: no cover - only when a test fails or a writer hangs
+                process.kill()
+                process.join()
+            process.close()
+
+
+def run_processes(processes: list[Any], timeout: float = 600) -> None:
+    with reaping(*processes):
+        for process in processes:
+            process.start()
+        deadline = time.monotonic() + timeout
+        for process in processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+        assert [p.exitcode for p in processes] == [0] * len(processes)
+
+
+def writer(spec: StoreSpec, memory_id: str, prefix: str, count: int, **kwargs: Any) -> Any:
+    return SPAWN.Process(
+        target=_workers.add_many,
+        args=(spec, memory_id, prefix, count),
+        kwargs={"max_messages": WINDOW, **kwargs},
+    )
+
+
+Kill = Callable[[int], None]
+"""SIGKILLs the process of this pid, choosing the moment."""
+
+
+def kill_inside_a_write(path: Path) -> Kill:
+    """At a moment the process holds the SQLite database's write lock: inside a commit."""
+
+    def kill(pid: int) -> None:
+        with closing(sqlite3.connect(path, timeout=0, isolation_level=None)) as db:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    db.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError:  # locked: the writer is between BEGIN and COMMIT
+                    os.kill(pid, signal.SIGKILL)
+                    return
+                db.execute("ROLLBACK")
+        raise AssertionError("the writer never took the write lock")  # pragma: no cover
+
+    return kill
+
+
+def kill_after(seconds: float) -> Kill:
+    def kill(pid: int) -> None:
+        time.sleep(seconds)
+        os.kill(pid, signal.SIGKILL)
+
+    return kill
+
+
+def kill_a_writer(
+    spec: StoreSpec, memory_id: str, prefix: str, padding: int, kill: Kill, *alongside: Any
+) -> None:
+    """Start a writer adding to `memory_id` without end; once it has added a message, start the
+    `alongside` processes and `kill` the writer. They must then finish cleanly."""
+    started = SPAWN.Event()
+    victim = writer(spec, memory_id, prefix, 10**9, padding=padding, started=started)
+    with reaping(victim, *alongside):
+        victim.start()
+        assert started.wait(120), "the writer never added its first message"
+        for process in alongside:
+            process.start()
+        assert victim.pid is not None
+        kill(victim.pid)
+        victim.join(60)
+        assert victim.exitcode == -signal.SIGKILL
+        for process in alongside:
+            process.join(300)
+            assert process.exitcode == 0
+
+
+def check_whole(
+    target: Target, spec: StoreSpec, memory_id: str, padding: int = 0
+) -> list[tuple[str, int]]:
+    """The store opens and reads: every message whole, seqs contiguous, the window the last
+    `WINDOW` of history. The (writer, index) of every message, in history's order."""
+    if target.integrity is not None:
+        assert target.integrity(spec) == "ok"
+    with _workers.open_store(spec) as store:
+        history = store.history(memory_id)  # raises if any stored message cannot be read
+        window = store.get_messages(memory_id)
+    texts = [h.message.text for h in history]
+    written = [_workers.parse_text(t) for t in texts]
+    assert texts == [_workers.text_of(p, i, padding) for p, i in written]  # every message whole
+    assert [h.seq for h in history] == list(range(len(history)))
+    assert window == [h.message for h in history[-WINDOW:]]
+    assert [h.in_window for h in history] == [
+        i >= len(history) - WINDOW for i in range(len(history))
+    ]
+    return written
+
+
+def check_goes_on(target: Target, spec: StoreSpec, memory_id: str, padding: int) -> None:
+    """The memory accepts another add, which lands last."""
+    with _workers.open_store(spec) as store:
+        MessageWindowChatMemory(id=memory_id, max_messages=WINDOW, store=store).add(
+            UserMessage(_workers.text_of("after", 0, padding))
+        )
+    assert check_whole(target, spec, memory_id, padding)[-1] == ("after", 0)
+
+
+# -- every store ---------------------------------------------------------------------------------
+
+
+def test_four_processes_adding_to_one_memory_lose_and_duplicate_nothing(
+    target: Target, spec: StoreSpec
+) -> None:
+    writers, per_writer = 4, 250
+    start = SPAWN.Barrier(writers)
+    run_processes(
+        [writer(spec, "shared", f"w{w}", per_writer, start=start) for w in range(writers)]
+    )
+    written = check_whole(target, spec, "shared")
+    assert len(written) == writers * per_writer
+    expected = [(f"w{w}", i) for w in range(writers) for i in range(per_writer)]
+    assert sorted(written) == sorted(expected)  # each message exactly once
+    for w in range(writers):  # each writer's messages in its own order
+        assert [i for p, i in written if p == f"w{w}"] == list(range(per_writer))
+    interleaved = sum(1 for a, b in itertools.pairwise(written) if a[0] != b[0])
+    assert interleaved > writers  # the writers really ran at the same time
+    with _workers.open_store(spec) as store:
+        assert store.memory_ids() == ["shared"]
+    # one committed version per add, none lost; the next add gets the next seq
+    assert target.counters(spec, "shared") == [(writers * per_writer, writers * per_writer)]
+
+
+def test_a_writer_killed_mid_loop_leaves_a_store_that_opens_and_reads(
+    target: Target, spec: StoreSpec
+) -> None:
+    padding, survivor_adds = 50_000, 150
+    survivor = writer(spec, "crash", "survivor", survivor_adds, padding=padding)
+    # 0.5 s: well inside its loop, most likely mid-commit
+    kill_a_writer(spec, "crash", "victim", padding, kill_after(0.5), survivor)
+    written = check_whole(target, spec, "crash", padding)
+    victims = [i for p, i in written if p == "victim"]
+    assert victims == list(range(len(victims)))  # a prefix of its loop, nothing torn
+    assert len(victims) >= 1
+    assert [i for p, i in written if p == "survivor"] == list(range(survivor_adds))
+    check_goes_on(target, spec, "crash", padding)
+
+
+# -- one store -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("target", on(SQLITE), indirect=True)
+def test_sqlite_writers_killed_holding_the_write_lock_leave_a_store_that_opens_and_reads(
+    target: Target, spec: StoreSpec
+) -> None:
+    # 1 MB messages: a commit writes hundreds of pages, and SQLite spills some to the WAL before
+    # COMMIT, so a kill inside a commit often leaves a torn transaction in the WAL.
+    padding = 1_000_000
+    rng = random.Random(1234)
+    for round_ in range(6):
+        if round_ % 2 == 0:
+            kill = kill_inside_a_write(Path(spec[1]["path"]))
+        else:  # anywhere in the loop
+            kill = kill_after(rng.uniform(0.02, 0.3))
+        kill_a_writer(spec, "victim", f"w{round_}", padding, kill)
+        written = check_whole(target, spec, "victim", padding)
+        for earlier in range(round_ + 1):  # each writer's messages: 0, 1, 2... without a gap
+            own = [i for p, i in written if p == f"w{earlier}"]
+            assert own, f"writer {earlier} stored nothing"
+            assert own == list(range(len(own)))
+    check_goes_on(target, spec, "victim", padding)
+
+
+@pytest.mark.parametrize("target", on(POSTGRES), indirect=True)
+def test_processes_opening_a_new_postgres_schema_at_once_migrate_it_once(
+    target: Target, spec: StoreSpec
+) -> None:
+    from psycopg import sql
+
+    openers = 6
+    start = SPAWN.Barrier(openers)
+    run_processes(
+        [
+            SPAWN.Process(
+                target=_workers.open_and_add,
+                args=(spec, "first", _workers.text_of(f"p{n}", 0), start),
+            )
+            for n in range(openers)
+        ]
+    )
+    migrations = postgres_table(spec, "migrations")
+    assert admin(sql.SQL("SELECT version FROM {}").format(migrations)) == [(1,)]
+    written = check_whole(target, spec, "first")
+    assert sorted(written) == sorted((f"p{n}", 0) for n in range(openers))
