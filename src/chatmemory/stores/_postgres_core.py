@@ -26,11 +26,11 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import AsyncRowFactory, RowFactory, tuple_row
 
-from .._codec.langchain4j import message_from_json, message_to_json
+from .._codec.langchain4j import message_to_json
 from .._errors import ConfigurationError, SerializationError, StoreError, shorten
 from .._flow import Call, Flow
-from .._messages import ChatMessage
 from ._protocol import HistoryEntry, NewMessage, StoredMessage, WindowSnapshot
+from ._rows import MessageReader
 
 __all__ = ["PostgresCore", "statements"]
 
@@ -215,6 +215,7 @@ class PostgresCore:
         max_size: int,
         timeout: float,
     ) -> None:
+        self._read = MessageReader()
         if (dsn is None) == (pool is None):
             raise ConfigurationError(
                 "pass exactly one of `dsn` (a PostgreSQL connection string) and `pool` "
@@ -301,7 +302,7 @@ class PostgresCore:
         if not rows:
             return WindowSnapshot(0, ())
         window = tuple(
-            StoredMessage(seq, _decode(value, memory_id, seq), token_count, counted_by)
+            StoredMessage(seq, self._read(memory_id, seq, value), token_count, counted_by)
             for _, seq, value, token_count, counted_by in rows
             if seq is not None  # a memory whose window is empty: one row of NULLs
         )
@@ -361,7 +362,7 @@ class PostgresCore:
         rows = yield from _fetch(self.sql.history, (memory_id,))
         for seq, value, created_at, in_window in rows:
             try:
-                message = _decode(value, memory_id, seq)
+                message = self._read(memory_id, seq, value)
             except SerializationError:
                 if skip:
                     continue
@@ -473,13 +474,6 @@ def _jsonb_rejects(value: object) -> bool:
     if isinstance(value, list):
         return any(_jsonb_rejects(item) for item in value)
     return False
-
-
-def _decode(text: str, memory_id: str, seq: int) -> ChatMessage:
-    try:
-        return message_from_json(text)
-    except SerializationError as error:
-        raise _located(error, memory_id, seq) from error
 
 
 def _located(error: SerializationError, memory_id: str, seq: int | None) -> SerializationError:

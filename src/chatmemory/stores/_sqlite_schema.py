@@ -26,26 +26,21 @@ processes opening a fresh file at the same moment apply each migration exactly o
 
 from __future__ import annotations
 
-import functools
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from .._codec.langchain4j import message_from_json
 from .._errors import SerializationError, StoreError
-from .._messages import ChatMessage
+from ._rows import FIX
 
 __all__ = [
     "MIGRATIONS",
-    "MessageReader",
     "Migration",
-    "message_reader",
     "migrate",
     "now_micros",
-    "read_message",
     "read_time",
     "transaction",
 ]
@@ -179,26 +174,6 @@ def migrate(
 # -- rows ------------------------------------------------------------------------------------
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_FIX = "delete the memory id or read its history with errors='skip'"
-_LARGEST_CACHED = 16 * 1024
-
-MessageReader = Callable[["str | bytes"], ChatMessage]
-
-
-def message_reader(size: int = 2048) -> MessageReader:
-    """`message_from_json` with a cache of the last `size` texts read.
-
-    Stored rows never change, so without it every read of a window would decode the same rows
-    again (measured: 80% of a 4,000-token window read). Equal texts give equal, immutable
-    messages, so a cached one is as good as a new one, and the token counts memoized on it are
-    kept too. Texts over 16 KiB are not cached, which bounds the cache to 32 MiB of text.
-    """
-    cached = functools.lru_cache(maxsize=size)(message_from_json)
-
-    def read(text: str | bytes) -> ChatMessage:
-        return cached(text) if len(text) <= _LARGEST_CACHED else message_from_json(text)
-
-    return read
 
 
 def now_micros() -> int:
@@ -211,7 +186,7 @@ def read_time(memory_id: str, seq: int, value: object) -> datetime:
     if type(value) is not int:
         raise SerializationError(
             f"the time stored with a message is {type(value).__name__} {value!r}, not an "
-            f"integer number of microseconds; {_FIX}",
+            f"integer number of microseconds; {FIX}",
             memory_id=memory_id,
             row=seq,
         )
@@ -219,25 +194,7 @@ def read_time(memory_id: str, seq: int, value: object) -> datetime:
         return _EPOCH + timedelta(microseconds=value)
     except OverflowError:
         raise SerializationError(
-            f"the time stored with a message ({value} µs after 1970) is out of range; {_FIX}",
+            f"the time stored with a message ({value} µs after 1970) is out of range; {FIX}",
             memory_id=memory_id,
             row=seq,
         ) from None
-
-
-def read_message(
-    memory_id: str, seq: int, payload: object, read: MessageReader = message_from_json
-) -> ChatMessage:
-    """The message stored in row `seq`; `SerializationError` naming the memory id and the row."""
-    if not isinstance(payload, (str, bytes)):  # NULL: a window row whose message is gone
-        raise SerializationError(
-            f"the stored message is missing; {_FIX}", memory_id=memory_id, row=seq
-        )
-    try:
-        return read(payload)
-    except SerializationError as error:
-        wrapped = SerializationError(
-            f"a stored message cannot be read ({error}); {_FIX}", memory_id=memory_id, row=seq
-        )
-        wrapped.fragment = error.fragment
-        raise wrapped from error

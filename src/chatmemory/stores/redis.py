@@ -25,10 +25,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
-from .._codec.langchain4j import message_from_json, message_to_json
-from .._errors import ConfigurationError, SerializationError, StoreError, shorten
-from .._messages import ChatMessage
+from .._codec.langchain4j import message_to_json
+from .._errors import ConfigurationError, SerializationError, StoreError
 from ._protocol import HistoryEntry, NewMessage, StoredMessage, WindowSnapshot
+from ._rows import MessageReader
 from ._seed import AsyncSeedContract, SeedContract
 
 try:
@@ -243,17 +243,6 @@ def _seq(memory_id: str, raw: bytes | str) -> int:
     return int(text)
 
 
-def _message(memory_id: str, seq: int, payload: bytes | str | None) -> ChatMessage:
-    if payload is None:
-        _unreadable("the stored message is missing", memory_id, seq, None)
-    try:
-        return message_from_json(payload)
-    except SerializationError as error:
-        reason = str(error).removesuffix(f"; in {shorten(error.fragment or '')!r}")
-        what = f"a stored message cannot be read ({reason})"
-        _unreadable(what, memory_id, seq, _text(payload), error)
-
-
 def _info(
     memory_id: str, seq: int, raw: bytes | str | None
 ) -> tuple[datetime, int | None, str | None]:
@@ -273,7 +262,7 @@ def _info(
     return created, token_count, counted_by
 
 
-def _snapshot(memory_id: str, reply: list[Any]) -> WindowSnapshot:
+def _snapshot(memory_id: str, reply: list[Any], read: MessageReader) -> WindowSnapshot:
     if not reply:
         return WindowSnapshot(0, ())
     version, seqs, payloads, infos = reply
@@ -281,7 +270,7 @@ def _snapshot(memory_id: str, reply: list[Any]) -> WindowSnapshot:
     for raw_seq, payload, info in zip(seqs, payloads, infos, strict=True):
         seq = _seq(memory_id, raw_seq)
         _, token_count, counted_by = _info(memory_id, seq, info)
-        rows.append(StoredMessage(seq, _message(memory_id, seq, payload), token_count, counted_by))
+        rows.append(StoredMessage(seq, read(memory_id, seq, payload), token_count, counted_by))
     return WindowSnapshot(int(version), tuple(rows))
 
 
@@ -291,7 +280,7 @@ def _check_errors(errors: object) -> None:
 
 
 def _history(
-    memory_id: str, reply: list[Any], errors: Literal["raise", "skip"]
+    memory_id: str, reply: list[Any], errors: Literal["raise", "skip"], read: MessageReader
 ) -> list[HistoryEntry]:
     if not reply:
         return []
@@ -303,7 +292,7 @@ def _history(
         try:
             seq = _seq(memory_id, field)
             created, _, _ = _info(memory_id, seq, infos.get(field))
-            message = _message(memory_id, seq, payload)
+            message = read(memory_id, seq, payload)
         except SerializationError:
             if errors == "raise":
                 raise
@@ -348,6 +337,7 @@ class _RedisStore:
         self._owns_client = client is None
         """Whether the store makes (and so closes) its client: checked before making it."""
         self._where = ""
+        self._read = MessageReader()
 
     def _keys(self, memory_id: str) -> list[bytes]:
         return _keys(self._prefix, memory_id)
@@ -425,7 +415,7 @@ class RedisChatMemoryStore(_RedisStore, SeedContract):
         keys = self._keys(memory_id)
         with self._failing("read the window", memory_id):
             reply = self._load(keys=keys)
-        return _snapshot(memory_id, reply)
+        return _snapshot(memory_id, reply, self._read)
 
     def commit_window(
         self,
@@ -453,7 +443,7 @@ class RedisChatMemoryStore(_RedisStore, SeedContract):
         _check_errors(errors)
         with self._failing("read the history", memory_id):
             reply = self._read_history(keys=keys)
-        return _history(memory_id, reply, errors)
+        return _history(memory_id, reply, errors, self._read)
 
     def memory_ids(self) -> list[str]:
         """The memory ids under this store's prefix, sorted.
@@ -506,7 +496,7 @@ class AsyncRedisChatMemoryStore(_RedisStore, AsyncSeedContract):
         keys = self._keys(memory_id)
         with self._failing("read the window", memory_id):
             reply = await self._load(keys=keys)
-        return _snapshot(memory_id, reply)
+        return _snapshot(memory_id, reply, self._read)
 
     async def commit_window(
         self,
@@ -534,7 +524,7 @@ class AsyncRedisChatMemoryStore(_RedisStore, AsyncSeedContract):
         _check_errors(errors)
         with self._failing("read the history", memory_id):
             reply = await self._read_history(keys=keys)
-        return _history(memory_id, reply, errors)
+        return _history(memory_id, reply, errors, self._read)
 
     async def memory_ids(self) -> list[str]:
         """The memory ids under this store's prefix, sorted (a SCAN of the whole database)."""

@@ -16,15 +16,9 @@ from typing import Literal, TypeVar
 from .._codec.langchain4j import message_to_json
 from .._errors import ConfigurationError, SerializationError, StoreError
 from ._protocol import HistoryEntry, NewMessage, StoredMessage, WindowSnapshot
+from ._rows import MessageReader
 from ._seed import AsyncSeedContract, SeedContract
-from ._sqlite_schema import (
-    message_reader,
-    migrate,
-    now_micros,
-    read_message,
-    read_time,
-    transaction,
-)
+from ._sqlite_schema import migrate, now_micros, read_time, transaction
 
 __all__ = ["AsyncSqliteChatMemoryStore", "SqliteChatMemoryStore"]
 
@@ -183,7 +177,7 @@ class SqliteChatMemoryStore(SeedContract):
         self._timeout = _check_timeout(timeout)
         self._lock = threading.Lock()
         self._pid = os.getpid()
-        self._read = message_reader()
+        self._read = MessageReader()
         self._connection: sqlite3.Connection | None = None
         self._connection = self._open()
 
@@ -203,9 +197,7 @@ class SqliteChatMemoryStore(SeedContract):
         return WindowSnapshot(
             rows[0][0],
             tuple(
-                StoredMessage(
-                    seq, read_message(memory_id, seq, payload, self._read), count, counted_by
-                )
+                StoredMessage(seq, self._read(memory_id, seq, payload), count, counted_by)
                 for _, seq, payload, count, counted_by in rows
                 if seq is not None  # the one row of an empty window
             ),
@@ -273,7 +265,7 @@ class SqliteChatMemoryStore(SeedContract):
         entries = []
         for seq, payload, created_at, in_window in rows:
             try:
-                message = read_message(memory_id, seq, payload, self._read)
+                message = self._read(memory_id, seq, payload)
                 created = read_time(memory_id, seq, created_at)
             except SerializationError:
                 if errors == "raise":
