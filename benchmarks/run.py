@@ -18,14 +18,18 @@ from benchmarks import core
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("parts", nargs="*", default=["core", "stores"], choices=["core", "stores"])
+    parser.add_argument("parts", nargs="*", metavar="core|stores", help="default: both")
     parser.add_argument("--quick", action="store_true", help="smaller N, for a smoke run")
     args = parser.parse_args()
-    if "core" in args.parts:
+    parts = args.parts or ["core", "stores"]
+    for part in parts:
+        if part not in ("core", "stores"):
+            parser.error(f"unknown part {part!r}: choose core and/or stores")
+    if "core" in parts:
         checkpoints = (100, 1_000) if args.quick else core.CHECKPOINTS
         print(core.growth(checkpoints), flush=True)
         print(core.counting(), flush=True)
-    if "stores" in args.parts:
+    if "stores" in parts:
         from benchmarks import stores
 
         for report in stores.run(quick=args.quick):
