@@ -29,7 +29,14 @@ from psycopg.rows import AsyncRowFactory, RowFactory, tuple_row
 from .._codec.langchain4j import message_to_json
 from .._errors import ConfigurationError, SerializationError, StoreError, shorten
 from .._flow import Call, Flow
-from ._protocol import HistoryEntry, NewMessage, StoredMessage, WindowSnapshot
+from ._protocol import (
+    HistoryEntry,
+    NewMessage,
+    StoredMessage,
+    WindowSnapshot,
+    check_errors,
+    check_memory_id,
+)
 from ._rows import MessageReader
 
 __all__ = ["PostgresCore", "statements"]
@@ -181,8 +188,7 @@ def _checks_memory_id(
 
     @functools.wraps(flow)
     def checked(self: PostgresCore, memory_id: str, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        if not isinstance(memory_id, str) or not memory_id:
-            raise ConfigurationError(f"a memory id must be a non-empty str, got {memory_id!r}")
+        check_memory_id(memory_id)
         if "\x00" in memory_id or not _utf8(memory_id):
             raise ConfigurationError(
                 f"PostgreSQL text cannot hold the NUL character or lone surrogates, which the "
@@ -353,8 +359,7 @@ class PostgresCore:
 
     @_checks_memory_id
     def history(self, memory_id: str, errors: Literal["raise", "skip"]) -> Flow[list[HistoryEntry]]:
-        if errors not in ("raise", "skip"):
-            raise ConfigurationError(f'`errors` must be "raise" or "skip", got {errors!r}')
+        check_errors(errors)
         return self._history(memory_id, errors == "skip")
 
     def _history(self, memory_id: str, skip: bool) -> Flow[list[HistoryEntry]]:

@@ -29,6 +29,7 @@ __all__ = [
     "NewMessage",
     "StoredMessage",
     "WindowSnapshot",
+    "check_errors",
     "check_memory_id",
 ]
 
@@ -171,3 +172,9 @@ def check_memory_id(memory_id: object) -> str:
     if not isinstance(memory_id, str) or not memory_id:
         raise ConfigurationError(f"a memory id must be a non-empty str, got {memory_id!r}")
     return memory_id
+
+
+def check_errors(errors: object) -> None:
+    """A ConfigurationError unless `errors` (of `history`) is "raise" or "skip"."""
+    if errors not in ("raise", "skip"):
+        raise ConfigurationError(f"`errors` must be 'raise' or 'skip', got {errors!r}")

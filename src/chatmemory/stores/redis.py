@@ -28,7 +28,14 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from .._codec.langchain4j import message_to_json
 from .._errors import ConfigurationError, SerializationError, StoreError
-from ._protocol import HistoryEntry, NewMessage, StoredMessage, WindowSnapshot
+from ._protocol import (
+    HistoryEntry,
+    NewMessage,
+    StoredMessage,
+    WindowSnapshot,
+    check_errors,
+    check_memory_id,
+)
 from ._rows import MessageReader
 from ._seed import AsyncSeedContract, SeedContract
 
@@ -150,8 +157,7 @@ def _check_prefix(prefix: object) -> bytes:
 
 def _escape(memory_id: str) -> bytes:
     """`memory_id` as it appears between the braces of its keys."""
-    if not isinstance(memory_id, str) or not memory_id:
-        raise ConfigurationError(f"a memory id must be a non-empty str, got {memory_id!r}")
+    check_memory_id(memory_id)
     escaped = memory_id.replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
     try:
         return escaped.encode()
@@ -280,11 +286,6 @@ def _snapshot(memory_id: str, reply: list[Any], read: MessageReader) -> WindowSn
         _, token_count, counted_by = _info(memory_id, seq, info)
         rows.append(StoredMessage(seq, read(memory_id, seq, payload), token_count, counted_by))
     return WindowSnapshot(int(version), tuple(rows))
-
-
-def _check_errors(errors: object) -> None:
-    if errors not in ("raise", "skip"):
-        raise ConfigurationError(f"`errors` must be 'raise' or 'skip', got {errors!r}")
 
 
 def _history(
@@ -448,7 +449,7 @@ class RedisChatMemoryStore(_RedisStore, SeedContract):
     ) -> list[HistoryEntry]:
         """Every message ever added to `memory_id`, oldest first (reads the whole history)."""
         keys = self._keys(memory_id)
-        _check_errors(errors)
+        check_errors(errors)
         with self._failing("read the history", memory_id):
             reply = self._read_history(keys=keys)
         return _history(memory_id, reply, errors, self._read)
@@ -529,7 +530,7 @@ class AsyncRedisChatMemoryStore(_RedisStore, AsyncSeedContract):
     ) -> list[HistoryEntry]:
         """Every message ever added to `memory_id`, oldest first (reads the whole history)."""
         keys = self._keys(memory_id)
-        _check_errors(errors)
+        check_errors(errors)
         with self._failing("read the history", memory_id):
             reply = await self._read_history(keys=keys)
         return _history(memory_id, reply, errors, self._read)

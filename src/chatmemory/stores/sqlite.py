@@ -15,7 +15,14 @@ from typing import Literal, TypeVar
 
 from .._codec.langchain4j import message_to_json
 from .._errors import ConfigurationError, SerializationError, StoreError
-from ._protocol import HistoryEntry, NewMessage, StoredMessage, WindowSnapshot
+from ._protocol import (
+    HistoryEntry,
+    NewMessage,
+    StoredMessage,
+    WindowSnapshot,
+    check_errors,
+    check_memory_id,
+)
 from ._rows import MessageReader
 from ._seed import AsyncSeedContract, SeedContract
 from ._sqlite_schema import migrate, now_micros, read_time, transaction
@@ -91,16 +98,6 @@ def _check_timeout(timeout: object) -> float:
             f"`timeout` must be a number of seconds, zero or more, got {timeout!r}"
         )
     return float(timeout)
-
-
-def _check_id(memory_id: object) -> None:
-    if not isinstance(memory_id, str) or not memory_id:
-        raise ConfigurationError(f"a memory id must be a non-empty str, got {memory_id!r}")
-
-
-def _check_errors(errors: object) -> None:
-    if errors not in ("raise", "skip"):
-        raise ConfigurationError(f"`errors` must be 'raise' or 'skip', got {errors!r}")
 
 
 def _retry_while_locked(attempt: Callable[[], T], timeout: float) -> T:
@@ -189,7 +186,7 @@ class SqliteChatMemoryStore(SeedContract):
     # -- the incremental store ---------------------------------------------------------------
 
     def load_window(self, memory_id: str) -> WindowSnapshot:
-        _check_id(memory_id)
+        check_memory_id(memory_id)
         with self._using("read the window", memory_id) as connection:
             rows = connection.execute(_WINDOW, (memory_id,)).fetchall()
         if not rows:
@@ -211,7 +208,7 @@ class SqliteChatMemoryStore(SeedContract):
         append: Sequence[NewMessage],
         evict: Sequence[int],
     ) -> bool:
-        _check_id(memory_id)
+        check_memory_id(memory_id)
         payloads = [message_to_json(new.message) for new in append]  # before taking any lock
         with self._using("commit the window", memory_id) as connection, transaction(connection):
             now = now_micros()
@@ -243,7 +240,7 @@ class SqliteChatMemoryStore(SeedContract):
 
     def delete_messages(self, memory_id: str) -> None:
         """Forget `memory_id`: its window, its whole history and the id itself."""
-        _check_id(memory_id)
+        check_memory_id(memory_id)
         with self._using("delete the memory", memory_id) as connection, transaction(connection):
             row = connection.execute(_KEY, (memory_id,)).fetchone()
             if row is not None:
@@ -258,8 +255,8 @@ class SqliteChatMemoryStore(SeedContract):
         A row that cannot be read raises `SerializationError` naming the memory id and the row;
         with `errors="skip"` such rows are left out and the rest is returned.
         """
-        _check_id(memory_id)
-        _check_errors(errors)
+        check_memory_id(memory_id)
+        check_errors(errors)
         with self._using("read the history", memory_id) as connection:
             rows = connection.execute(_HISTORY, (memory_id,)).fetchall()
         entries = []
