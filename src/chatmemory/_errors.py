@@ -7,8 +7,10 @@ One base class, a small tree::
     ├── SerializationError      (also a ValueError) stored or given data could not be read
     ├── StoreError              a store failed: carries `memory_id` and `store`
     │   └── ConcurrentUpdateError  another writer won too many times in a row
-    └── ModelError              a chat model failed: `retriable` says whether to try again,
-                                `status` and `provider_message` keep what the provider said
+    ├── ModelError              a chat model failed: `retriable` says whether to try again,
+    │                           `status` and `provider_message` keep what the provider said
+    ├── OutputParsingError      (also a ValueError) a model's answer is not the declared type
+    └── ModerationError         a moderation model flagged the input; nothing was stored
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ __all__ = [
     "ConcurrentUpdateError",
     "ConfigurationError",
     "ModelError",
+    "ModerationError",
+    "OutputParsingError",
     "SerializationError",
     "StoreError",
 ]
@@ -107,6 +111,32 @@ class ModelError(ChatMemoryError):
         self.provider = provider
         self.provider_message = provider_message
         self.request_id = request_id
+
+
+class OutputParsingError(ChatMemoryError, ValueError):
+    """A model's answer could not be read as the type the service method declares.
+
+    `text` is the answer as the model wrote it, `target` the type it was read into, and
+    `reason` what was wrong with it (pydantic's validation message, for instance).
+    """
+
+    def __init__(self, message: str, *, text: str, target: object, reason: str) -> None:
+        super().__init__(message)
+        self.text = text
+        self.target = target
+        self.reason = reason
+
+
+class ModerationError(ChatMemoryError):
+    """A moderation model flagged the input of a service call; nothing of the turn was stored.
+
+    `moderation` is the model's verdict (`chatmemory.models.Moderation`): which text was flagged
+    and why.
+    """
+
+    def __init__(self, message: str, *, moderation: object) -> None:
+        super().__init__(message)
+        self.moderation = moderation
 
 
 def shorten(text: str, limit: int = 120) -> str:
