@@ -107,25 +107,39 @@ class MemoryCore:
     def add(self, messages: Sequence[ChatMessage]) -> Flow[None]:
         if not messages:
             return
+        yield from self._write(lambda view: self._plan_add(view, messages))
 
-        def plan(view: _View | None) -> _Plan | None:
-            entries = view.entries if view is not None else []
-            added: list[_Entry] = []
-            for message in messages:
-                new = _Entry(message, self.budget.size(message))
-                placed = place(entries, new, system_first=self.system_first)
-                if placed is not None:
-                    entries = placed
-                    added.append(new)
-            if not added:
-                return None  # only a repeat of the system message
-            if view is None or any(isinstance(e.message, SystemMessage) for e in added):
-                return _Plan(entries, added)  # a system message may have replaced another
-            total = view.total + sum(e.size for e in added)
-            tools = view.tools or any(has_tool_traffic(e.message) for e in added)
-            return _Plan(entries, added, total, tools, appended=True)
+    def preview(self, messages: Sequence[ChatMessage]) -> Flow[list[ChatMessage]]:
+        """The window `add(messages)` would leave, without writing: what a model call in the
+        middle of a turn sees before the turn is committed."""
+        view = yield from self._load()
+        changes = self._plan_add(view, messages)
+        if changes is None:
+            return [e.message for e in self._fit(view).kept]
+        total = changes.total
+        if total is None:
+            total = self.budget.overhead + sum(e.size for e in changes.entries)
+        capacity = self.budget.capacity(self.memory_id)
+        fitted = fit(changes.entries, _size, capacity=capacity, total=total, tools=changes.tools)
+        return [e.message for e in fitted.kept]
 
-        yield from self._write(plan)
+    def _plan_add(self, view: _View | None, messages: Sequence[ChatMessage]) -> _Plan | None:
+        """`messages` placed after the view's entries (a system message replaces the old one)."""
+        entries = view.entries if view is not None else []
+        added: list[_Entry] = []
+        for message in messages:
+            new = _Entry(message, self.budget.size(message))
+            placed = place(entries, new, system_first=self.system_first)
+            if placed is not None:
+                entries = placed
+                added.append(new)
+        if not added:
+            return None  # only a repeat of the system message
+        if view is None or any(isinstance(e.message, SystemMessage) for e in added):
+            return _Plan(entries, added)  # a system message may have replaced another
+        total = view.total + sum(e.size for e in added)
+        tools = view.tools or any(has_tool_traffic(e.message) for e in added)
+        return _Plan(entries, added, total, tools, appended=True)
 
     def set(self, messages: Sequence[ChatMessage]) -> Flow[None]:
         def plan(view: _View | None) -> _Plan:

@@ -146,6 +146,16 @@ class _SyncShell(_Shell):
         with self._lock:
             return run(self._core.messages(), self._store)
 
+    def preview(self, *messages: Messages) -> list[ChatMessage]:
+        """The window `add(*messages)` would leave, without writing anything.
+
+        AI services build each model request of a turn with it and add the whole turn in one
+        commit when the call completes.
+        """
+        batch = _flatten(messages)
+        with self._lock:
+            return run(self._core.preview(batch), self._store)
+
     def set(self, *messages: Messages) -> None:
         batch = _flatten(messages)
         with self._lock:
@@ -186,6 +196,13 @@ class _AsyncShell(_Shell):
     async def messages(self) -> list[ChatMessage]:
         async with self._lock:
             return await arun(self._core.messages(), self._store)
+
+    async def preview(self, *messages: Messages) -> list[ChatMessage]:
+        """The window `add(*messages)` would leave, without writing anything."""
+        batch = _flatten(messages)
+        await self._measure_off_the_loop(batch)
+        async with self._lock:
+            return await arun(self._core.preview(batch), self._store)
 
     async def set(self, *messages: Messages) -> None:
         batch = _flatten(messages)
