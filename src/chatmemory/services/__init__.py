@@ -1,2 +1,49 @@
 """AI services: declare what an assistant does as a typed Protocol, get an object that calls the
-model with per-user memory, prompt templates, structured output, streaming and moderation."""
+model with per-user memory, prompt templates, structured output, streaming and moderation.
+
+```python
+from typing import Annotated, Protocol
+from chatmemory import MessageWindowChatMemory, UserMessage
+from chatmemory.services import MemoryId, ai_service, system_message
+from chatmemory.testing import ScriptedChatModel
+
+class Assistant(Protocol):
+    @system_message("You are the support assistant of {{company}}.")
+    def chat(self, user: Annotated[str, MemoryId], text: Annotated[str, UserMessage],
+             company: str) -> str: ...
+
+assistant = ai_service(Assistant, chat_model=ScriptedChatModel(["Hello!"]),
+    chat_memory_provider=lambda memory_id: MessageWindowChatMemory(id=memory_id, max_messages=20))
+assert assistant.chat("alice", "Hi", company="ACME") == "Hello!"
+```
+"""
+
+from ._markers import MemoryId, UserName, V, moderate, system_message, user_message
+from ._memories import ChatMemoryProvider
+from ._results import (
+    AsyncTokenStream,
+    Result,
+    ServiceEvent,
+    TokenStream,
+    ToolExecuted,
+    ToolExecution,
+)
+from ._service import ChatMemoryAccess, ai_service
+
+__all__ = [
+    "AsyncTokenStream",
+    "ChatMemoryAccess",
+    "ChatMemoryProvider",
+    "MemoryId",
+    "Result",
+    "ServiceEvent",
+    "TokenStream",
+    "ToolExecuted",
+    "ToolExecution",
+    "UserName",
+    "V",
+    "ai_service",
+    "moderate",
+    "system_message",
+    "user_message",
+]

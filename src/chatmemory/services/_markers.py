@@ -1,0 +1,157 @@
+"""What a service declaration is written with: parameter markers and message decorators.
+
+Parameters are marked through `typing.Annotated`::
+
+    def chat(self, user: Annotated[str, MemoryId], text: Annotated[str, UserMessage]) -> str: ...
+
+`MemoryId`, `UserName` and the message class `UserMessage` mark by themselves; `V("name")`
+renames a template variable (every parameter is a variable under its own name already).
+`system_message(...)` and `user_message(...)` decorate a method or the class; `moderate` a method.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
+
+from .._errors import ConfigurationError
+from .._prompts import Clock, PromptTemplate
+
+__all__ = [
+    "MemoryId",
+    "TemplateSource",
+    "UserName",
+    "V",
+    "moderate",
+    "system_message",
+    "user_message",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class MemoryId:
+    """Marks the parameter whose value says whose memory a call uses (``Annotated[str, MemoryId]``).
+
+    Without one, every call uses the memory id ``"default"``.
+    """
+
+    def __init__(self) -> None:  # pragma: no cover - a marker, never instantiated
+        raise TypeError("MemoryId marks a parameter: write Annotated[str, MemoryId]")
+
+
+class UserName:
+    """Marks the parameter whose value becomes the user message's `name`."""
+
+    def __init__(self) -> None:  # pragma: no cover - a marker, never instantiated
+        raise TypeError("UserName marks a parameter: write Annotated[str, UserName]")
+
+
+@dataclass(frozen=True, slots=True)
+class V:
+    """Names the template variable a parameter fills: ``Annotated[str, V("topic")]``."""
+
+    name: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ConfigurationError(f"V(...) needs a non-blank variable name, got {self.name!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateSource:
+    """A message template as declared: its text, or the package resource it lives in."""
+
+    kind: str
+    """"System" or "User", for error messages."""
+    text: str | None = None
+    resource: tuple[str, str] | None = None
+
+    def load(self, clock: Clock | None) -> PromptTemplate:
+        if self.resource is not None:
+            package, name = self.resource
+            template = PromptTemplate.from_resource(package, name, clock=clock)
+            return template
+        assert self.text is not None
+        if not self.text.strip():
+            raise ConfigurationError(
+                f"the {self.kind.lower()}_message(...) template is empty: give it text"
+            )
+        return PromptTemplate(self.text, clock=clock)
+
+
+SYSTEM: Final = "__chatmemory_system_message__"
+USER: Final = "__chatmemory_user_message__"
+MODERATE: Final = "__chatmemory_moderate__"
+
+
+def _source(
+    kind: str,
+    text: str | Sequence[str] | None,
+    delimiter: str,
+    from_resource: str | tuple[str, str] | None,
+) -> TemplateSource:
+    if from_resource is not None:
+        if text is not None:
+            raise ConfigurationError(
+                f"{kind.lower()}_message(...) takes a text or from_resource=, not both"
+            )
+        if isinstance(from_resource, str):
+            package, _, name = from_resource.partition(":")
+            if not name:
+                raise ConfigurationError(
+                    f"from_resource={from_resource!r} must be 'package:path/to/file.txt' or a "
+                    f"(package, name) tuple"
+                )
+            return TemplateSource(kind, resource=(package, name))
+        return TemplateSource(kind, resource=(from_resource[0], from_resource[1]))
+    if isinstance(text, str):
+        return TemplateSource(kind, text=text)
+    if text is None or not all(isinstance(line, str) for line in text):
+        raise ConfigurationError(
+            f"{kind.lower()}_message(...) takes a text, a list of lines, or from_resource=; "
+            f"got {text!r}"
+        )
+    return TemplateSource(kind, text=delimiter.join(text))
+
+
+def _mark(name: str, value: object) -> Callable[[F], F]:
+    def decorate(target: F) -> F:
+        setattr(target, name, value)
+        return target
+
+    return decorate
+
+
+def system_message(
+    text: str | Sequence[str] | None = None,
+    *,
+    delimiter: str = "\n",
+    from_resource: str | tuple[str, str] | None = None,
+) -> Callable[[F], F]:
+    """The system message of a method (or of every method, on the class): a template.
+
+    `text` is the template, or a list of lines joined with `delimiter`; `from_resource`
+    (``"package:file.txt"``) loads it from a file shipped in a package. A method's own beats the
+    class's; a base class's is not inherited.
+    """
+    return _mark(SYSTEM, _source("System", text, delimiter, from_resource))
+
+
+def user_message(
+    text: str | Sequence[str] | None = None,
+    *,
+    delimiter: str = "\n",
+    from_resource: str | tuple[str, str] | None = None,
+) -> Callable[[F], F]:
+    """The user message of a method (or of every method without one, on the class): a template
+    whose ``{{variables}}`` are the method's parameters."""
+    return _mark(USER, _source("User", text, delimiter, from_resource))
+
+
+def moderate(method: F) -> F:
+    """Check the input of each call of `method` with the service's moderation model, alongside
+    the model call; flagged input raises `ModerationError` and nothing of the turn is stored."""
+    setattr(method, MODERATE, True)
+    return method

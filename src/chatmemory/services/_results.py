@@ -1,0 +1,128 @@
+"""What a service method can return beyond plain values: `Result` and the token streams."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Generic, TypeAlias, TypeVar
+
+from .._messages import ToolExecutionRequest
+from ..models import ChatResponse, FinishReason, TokenUsage
+from ..models._events import CompleteToolCall, PartialText, PartialThinking, PartialToolCall
+
+__all__ = [
+    "AsyncTokenStream",
+    "Result",
+    "ServiceEvent",
+    "TokenStream",
+    "ToolExecuted",
+    "ToolExecution",
+]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolExecution:
+    """One tool call the model asked for during a call, and what the tool answered."""
+
+    request: ToolExecutionRequest
+    result: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolExecuted:
+    """Stream event: a tool ran (its request and result)."""
+
+    execution: ToolExecution
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Result(Generic[T]):
+    """A service call's answer with what it took to get it.
+
+    `content` is the answer as the method declares it (`Result[Person]` parses a `Person`);
+    `token_usage` adds up every model call of the turn (tool loop and output retries too);
+    `finish_reason` and `final_response` are the last model call's; `intermediate_responses`
+    the ones before it; `tool_executions` the tools that ran; `sources` what retrieval found.
+    """
+
+    content: T
+    token_usage: TokenUsage
+    finish_reason: FinishReason | None
+    final_response: ChatResponse
+    intermediate_responses: tuple[ChatResponse, ...] = ()
+    tool_executions: tuple[ToolExecution, ...] = ()
+    sources: tuple[Any, ...] = ()
+
+
+ServiceEvent: TypeAlias = (
+    PartialText | PartialThinking | PartialToolCall | CompleteToolCall | ToolExecuted | ChatResponse
+)
+"""What a token stream yields: the model's stream events (each model call ends with its
+`ChatResponse`) and, between model calls, the tools that ran."""
+
+
+class TokenStream:
+    """The events of a streaming service call; once iterated to the end, `result` is the
+    call's `Result[str]`.
+
+    Nothing runs before iteration starts. The turn is stored when the stream completes; a stream
+    abandoned half-way (a `break`, `close()`) stores nothing.
+    """
+
+    def __init__(self, events: Callable[[], Iterator[ServiceEvent]], holder: list[Result[str]]):
+        self._events = events
+        self._holder = holder
+        self._started = False
+
+    def __iter__(self) -> Iterator[ServiceEvent]:
+        if self._started:
+            raise RuntimeError("a TokenStream can be iterated once; call the method again")
+        self._started = True
+        return self._events()
+
+    def text(self) -> Iterator[str]:
+        """Only the answer's text, piece by piece."""
+        for event in self:
+            if isinstance(event, PartialText):
+                yield event.text
+
+    @property
+    def result(self) -> Result[str]:
+        """The call's `Result`, available once the stream is complete."""
+        if not self._holder:
+            raise RuntimeError("the TokenStream has not completed: iterate it to the end first")
+        return self._holder[0]
+
+
+class AsyncTokenStream:
+    """`TokenStream` for ``async for``."""
+
+    def __init__(
+        self, events: Callable[[], AsyncIterator[ServiceEvent]], holder: list[Result[str]]
+    ) -> None:
+        self._events = events
+        self._holder = holder
+        self._started = False
+
+    def __aiter__(self) -> AsyncIterator[ServiceEvent]:
+        if self._started:
+            raise RuntimeError("an AsyncTokenStream can be iterated once; call the method again")
+        self._started = True
+        return self._events()
+
+    async def text(self) -> AsyncIterator[str]:
+        """Only the answer's text, piece by piece."""
+        async for event in self:
+            if isinstance(event, PartialText):
+                yield event.text
+
+    @property
+    def result(self) -> Result[str]:
+        """The call's `Result`, available once the stream is complete."""
+        if not self._holder:
+            raise RuntimeError(
+                "the AsyncTokenStream has not completed: iterate it to the end first"
+            )
+        return self._holder[0]

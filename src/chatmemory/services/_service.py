@@ -1,0 +1,514 @@
+"""`ai_service`: an object implementing a declared Protocol (or ABC) by calling a chat model with
+per-user memory."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import inspect
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar, cast, runtime_checkable
+
+from .._errors import ConfigurationError
+from .._messages import Content, SystemMessage, TextContent, UserMessage
+from .._prompts import Clock, PromptTemplate
+from ..models import (
+    Capability,
+    ChatParameters,
+    ChatRequest,
+    ChatResponse,
+    PartialText,
+    ResponseFormat,
+)
+from ._declaration import (
+    CONTENT_TYPES,
+    Declaration,
+    MethodPlan,
+    Returns,
+    memory_id_of,
+    read_declaration,
+)
+from ._memories import AnyMemory, ChatMemoryProvider, Memories, is_async_memory
+from ._results import AsyncTokenStream, Result, ServiceEvent, TokenStream
+from ._turn import AsyncPort, Outcome, SyncPort, TurnInput, adrive, drive, turn
+
+__all__ = ["ChatMemoryAccess", "ai_service"]
+
+S = TypeVar("S")
+
+DEFAULT_MEMORY_ID = "default"
+
+
+@runtime_checkable
+class ChatMemoryAccess(Protocol):
+    """What every service object offers beside its declared methods; derive a declaration from
+    it to have mypy know them too."""
+
+    def get_chat_memory(self, memory_id: str = DEFAULT_MEMORY_ID) -> Any:
+        """The memory of `memory_id` (made by the provider if it was not yet)."""
+        ...
+
+    def evict_chat_memory(self, memory_id: str) -> bool:
+        """Forget the memory object of `memory_id` (its stored messages stay); True if it was
+        cached."""
+        ...
+
+
+_RESERVED = frozenset({"get_chat_memory", "evict_chat_memory"})
+
+
+def ai_service(
+    cls: Callable[..., S],
+    *,
+    chat_model: object | None = None,
+    streaming_chat_model: object | None = None,
+    chat_memory: AnyMemory | None = None,
+    chat_memory_provider: ChatMemoryProvider | None = None,
+    system_message_provider: Callable[[str], str | None] | None = None,
+    moderation_model: object | None = None,
+    parameters: ChatParameters | None = None,
+    output_retries: int = 0,
+    keep_user_message_on_error: bool = False,
+    max_cached_memories: int = 10_000,
+    clock: Clock | None = None,
+) -> S:
+    """An object implementing the methods `cls` declares by calling the model.
+
+    `cls` is a `typing.Protocol` (its methods whose body is ``...``) or an abstract class (its
+    abstract methods); its other methods run as written. Each call renders the system and user
+    messages from the method's templates and arguments, sends the memory's window with them,
+    and returns the answer as the method's return type says. A call is one *turn*: the turn's
+    messages reach the memory in one commit when it completes, and turns of one memory id run
+    one at a time in this process.
+
+    * `chat_model`: a `ChatModel` and/or `AsyncChatModel` (`OpenAiChatModel` is both, and streams
+      too); `streaming_chat_model` serves methods that return streams, if it is another object.
+    * `chat_memory_provider(memory_id)`: the memory of a user (called once per id; at most
+      `max_cached_memories` are kept, least recently used dropped). `chat_memory`: one memory for
+      a service without memory ids.
+    * `system_message_provider(memory_id)`: the system message template for methods without
+      `@system_message`.
+    * `moderation_model`: checks the input of `@moderate` methods.
+    * `parameters`: model parameters for every request (temperature, max output tokens...).
+    * `output_retries`: how many times to ask again, with the error, when an answer does not
+      parse as the declared type (the retries are not stored in memory).
+    * `keep_user_message_on_error`: when a call fails, store its user message (by default the
+      memory stays exactly as it was).
+    """
+    if chat_model is None and streaming_chat_model is None:
+        raise ConfigurationError(
+            "ai_service() needs a model: pass chat_model=... (e.g. OpenAiChatModel(model=...)) "
+            "or streaming_chat_model=..."
+        )
+    if chat_memory is not None and chat_memory_provider is not None:
+        raise ConfigurationError(
+            "pass chat_memory (one memory for every call) or chat_memory_provider (one per "
+            "memory id), not both"
+        )
+    if not _count(output_retries, minimum=0):
+        raise ConfigurationError(f"`output_retries` must be an int >= 0, got {output_retries!r}")
+    if not _count(max_cached_memories, minimum=1):
+        raise ConfigurationError(
+            f"`max_cached_memories` must be a positive int, got {max_cached_memories!r}"
+        )
+    if parameters is not None and not isinstance(parameters, ChatParameters):
+        raise ConfigurationError(f"`parameters` must be ChatParameters, got {parameters!r}")
+    declaration = read_declaration(
+        cls,
+        has_system_provider=system_message_provider is not None,
+        reserved=_RESERVED,
+        clock=clock,
+    )
+    runtime = _Runtime(
+        declaration,
+        chat_model=chat_model,
+        streaming_chat_model=streaming_chat_model,
+        memories=Memories(
+            memory=chat_memory, provider=chat_memory_provider, limit=max_cached_memories
+        ),
+        system_message_provider=system_message_provider,
+        moderation_model=moderation_model,
+        parameters=parameters,
+        output_retries=output_retries,
+        keep_user_message_on_error=keep_user_message_on_error,
+        clock=clock,
+    )
+    return cast(S, runtime.build())
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One call's arguments, read: whose memory, and the turn's input."""
+
+    memory_id: str
+    system: SystemMessage | None
+    user: UserMessage
+
+
+class _Runtime:
+    def __init__(
+        self,
+        declaration: Declaration,
+        *,
+        chat_model: object | None,
+        streaming_chat_model: object | None,
+        memories: Memories,
+        system_message_provider: Callable[[str], str | None] | None,
+        moderation_model: object | None,
+        parameters: ChatParameters | None,
+        output_retries: int,
+        keep_user_message_on_error: bool,
+        clock: Clock | None,
+    ) -> None:
+        self.declaration = declaration
+        self.chat_model = chat_model
+        self.streaming_chat_model = streaming_chat_model or chat_model
+        self.memories = memories
+        self.system_message_provider = system_message_provider
+        self.moderation_model = moderation_model
+        self.parameters = parameters
+        self.output_retries = output_retries
+        self.keep_user = keep_user_message_on_error
+        self.clock = clock
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._executor_lock = threading.Lock()
+        name = declaration.cls.__name__
+        if declaration.uses_memory_id and memories.provider is None:
+            where = next(p.where for p in declaration.methods.values() if p.memory_param)
+            raise ConfigurationError(
+                f"{where} marks a parameter MemoryId, but the service has "
+                + (
+                    "one shared chat_memory, so every user would share one conversation"
+                    if memories.shared is not None
+                    else "no memory"
+                )
+                + f": pass chat_memory_provider=lambda memory_id: ...(id=memory_id, ...) to "
+                f"ai_service({name}, ...)"
+            )
+        for plan in declaration.methods.values():
+            self._check_models(plan)
+            if plan.moderated and moderation_model is None:
+                raise ConfigurationError(
+                    f"{plan.where} is marked @moderate, but the service has no moderation "
+                    f"model: pass moderation_model=... (e.g. OpenAiModerationModel())"
+                )
+
+    # -- building --------------------------------------------------------------------------
+
+    def build(self) -> Any:
+        cls = self.declaration.cls
+        namespace: dict[str, object] = {
+            name: self._method(plan) for name, plan in self.declaration.methods.items()
+        }
+        runtime = self
+
+        def get_chat_memory(_self: object, memory_id: str = DEFAULT_MEMORY_ID) -> AnyMemory:
+            return runtime.get_chat_memory(memory_id)
+
+        def evict_chat_memory(_self: object, memory_id: str) -> bool:
+            return runtime.memories.evict(memory_id)
+
+        get_chat_memory.__doc__ = ChatMemoryAccess.get_chat_memory.__doc__
+        evict_chat_memory.__doc__ = ChatMemoryAccess.evict_chat_memory.__doc__
+        namespace["get_chat_memory"] = get_chat_memory
+        namespace["evict_chat_memory"] = evict_chat_memory
+        namespace["__repr__"] = lambda _self: f"<{cls.__name__} AI service>"
+        namespace["__module__"] = cls.__module__
+        namespace["__doc__"] = cls.__doc__
+        implementation = type(cls.__name__, (cls,), namespace)
+        return object.__new__(implementation)
+
+    def _method(self, plan: MethodPlan) -> Callable[..., Any]:
+        function = getattr(self.declaration.cls, plan.name)
+        if plan.is_async:
+
+            async def call_async(_self: object, *args: object, **kwargs: object) -> object:
+                return await self._acall(plan, self._read(plan, args, kwargs))
+
+            method: Callable[..., Any] = call_async
+        else:
+
+            def call_sync(_self: object, *args: object, **kwargs: object) -> object:
+                return self._call(plan, self._read(plan, args, kwargs))
+
+            method = call_sync
+        method = functools.wraps(function)(method)
+        method.__isabstractmethod__ = False  # type: ignore[attr-defined]
+        return method
+
+    def get_chat_memory(self, memory_id: str) -> AnyMemory:
+        if not self.memories.configured:
+            raise ConfigurationError(
+                "this service has no memory: pass chat_memory_provider=... (or chat_memory=...) "
+                "to ai_service()"
+            )
+        with self.memories.hold(memory_id):
+            memory = self.memories.get(memory_id)
+        assert memory is not None
+        return memory
+
+    def _check_models(self, plan: MethodPlan) -> None:
+        chat, stream = self.chat_model, self.streaming_chat_model
+        if plan.returns.streams:
+            needed = "astream" if plan.asynchronous else "stream"
+            ok = _has(stream, needed)
+        elif plan.asynchronous:
+            needed = "achat, astream or chat"
+            ok = _has(chat, "achat") or _has(chat, "chat") or _has(stream, "astream")
+        else:
+            needed = "chat or stream"
+            ok = _has(chat, "chat") or _has(stream, "stream")
+        if not ok:
+            raise ConfigurationError(
+                f"{plan.where} needs a model with {needed}(): pass one as "
+                + ("streaming_chat_model" if plan.returns.streams else "chat_model")
+            )
+
+    # -- reading a call --------------------------------------------------------------------
+
+    def _read(self, plan: MethodPlan, args: tuple[object, ...], kwargs: dict[str, object]) -> _Call:
+        try:
+            bound = plan.signature.bind(None, *args, **kwargs)
+        except TypeError as error:
+            raise ConfigurationError(f"{plan.where}(...): {error}") from None
+        bound.apply_defaults()
+        arguments = dict(bound.arguments)
+        extra = arguments.pop(_var_keyword(plan.signature) or "", {})
+        values: dict[str, object] = dict(cast(Mapping[str, object], extra))
+        for param in plan.params:
+            values[param.variable] = arguments[param.name]
+        if plan.it_param is not None:
+            values["it"] = arguments[plan.it_param]
+        memory_id = (
+            memory_id_of(arguments[plan.memory_param], plan)
+            if plan.memory_param is not None
+            else DEFAULT_MEMORY_ID
+        )
+        system = self._system(plan, memory_id, values)
+        user = self._user(plan, arguments, values)
+        return _Call(memory_id, system, user)
+
+    def _system(
+        self, plan: MethodPlan, memory_id: str, values: dict[str, object]
+    ) -> SystemMessage | None:
+        template = plan.system
+        if template is None and self.system_message_provider is not None:
+            text = self.system_message_provider(memory_id)
+            if text is None or not text.strip():
+                return None
+            template = PromptTemplate(text, clock=self.clock)
+        if template is None:
+            return None
+        return template.apply(values).to_system_message()
+
+    def _user(
+        self, plan: MethodPlan, arguments: dict[str, object], values: dict[str, object]
+    ) -> UserMessage:
+        if plan.user is not None:
+            text: str | None = plan.user.apply(values).text
+        elif plan.user_param is not None:
+            value = arguments[plan.user_param]
+            if value is None:
+                raise ConfigurationError(
+                    f"{plan.where}: the user message ({plan.user_param!r}) is None; pass text"
+                )
+            text = value if isinstance(value, str) else str(value)
+        else:
+            text = None
+        contents: list[Content] = [TextContent(text)] if text is not None else []
+        for name in plan.content_params:
+            value = arguments[name]
+            if value is None:
+                continue
+            contents.extend(_contents(plan, name, value))
+        if not contents:
+            raise ConfigurationError(f"{plan.where}: the call has no user message content")
+        name_value = arguments[plan.user_name_param] if plan.user_name_param else None
+        return UserMessage(contents=contents, name=None if name_value is None else str(name_value))
+
+    # -- running a turn --------------------------------------------------------------------
+
+    def _input(self, plan: MethodPlan, call: _Call, model: object) -> TurnInput:
+        schema = (
+            plan.output is not None
+            and not plan.output.is_text
+            and Capability.RESPONSE_FORMAT_JSON_SCHEMA in _capabilities(model)
+        )
+        parameters = self.parameters
+
+        def build(messages: list[Any], response_format: ResponseFormat | None) -> ChatRequest:
+            return ChatRequest(messages, response_format=response_format, parameters=parameters)
+
+        return TurnInput(
+            system=call.system,
+            user=call.user,
+            output=plan.output if plan.returns in (Returns.VALUE, Returns.RESULT) else None,
+            schema=schema,
+            moderated=plan.moderated,
+            output_retries=self.output_retries,
+            keep_user_message_on_error=self.keep_user,
+            build_request=build,
+        )
+
+    def _sync_port(self, plan: MethodPlan, memory: AnyMemory | None) -> SyncPort:
+        if memory is not None and is_async_memory(memory):
+            raise ConfigurationError(
+                f"{plan.where} is a sync method but the memory of this call is async "
+                f"({memory!r}): declare the method `async def`, or give it a sync memory"
+            )
+        chat = getattr(self.chat_model, "chat", None)
+        stream = getattr(self.streaming_chat_model, "stream", None)
+        moderate = getattr(self.moderation_model, "moderate", None)
+        return SyncPort(memory, chat, stream, moderate, self._pool)
+
+    def _async_port(self, memory: AnyMemory | None) -> AsyncPort:
+        achat = getattr(self.chat_model, "achat", None)
+        chat = achat or getattr(self.chat_model, "chat", None)
+        astream = getattr(self.streaming_chat_model, "astream", None)
+        amoderate = getattr(self.moderation_model, "amoderate", None)
+        moderate = amoderate or getattr(self.moderation_model, "moderate", None)
+        return AsyncPort(
+            memory,
+            memory is not None and is_async_memory(memory),
+            chat if achat is not None or astream is None else None,
+            achat is not None,
+            astream,
+            moderate,
+            amoderate is not None,
+        )
+
+    def _pool(self) -> concurrent.futures.Executor:
+        with self._executor_lock:
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=8, thread_name_prefix="chatmemory-moderation"
+                )
+            return self._executor
+
+    def _call(self, plan: MethodPlan, call: _Call) -> object:
+        if plan.asynchronous:  # a plain def returning an async stream
+            aholder: list[Result[str]] = []
+            if plan.returns is Returns.TOKEN_STREAM:
+                return AsyncTokenStream(lambda: self._aevents(plan, call, aholder), aholder)
+            return _atexts(self._aevents(plan, call, aholder))
+        if plan.returns is Returns.TOKEN_STREAM:
+            holder: list[Result[str]] = []
+            return TokenStream(lambda: self._events(plan, call, holder), holder)
+        if plan.returns is Returns.TEXT_STREAM:
+            return _texts(self._events(plan, call, []))
+        with self.memories.hold(call.memory_id):
+            port = self._sync_port(plan, self.memories.get(call.memory_id))
+            model = self.chat_model if port.chat is not None else self.streaming_chat_model
+            events = drive(turn(self._input(plan, call, model)), port, forward=False)
+            outcome = _finish(events)
+        return _shape(plan, outcome)
+
+    def _events(
+        self, plan: MethodPlan, call: _Call, holder: list[Result[str]]
+    ) -> Iterator[ServiceEvent]:
+        with self.memories.hold(call.memory_id):
+            port = self._sync_port(plan, self.memories.get(call.memory_id))
+            port.chat = None
+            given = self._input(plan, call, self.streaming_chat_model)
+            outcome = yield from drive(turn(given), port, forward=True)
+            holder.append(_text_result(outcome))
+
+    async def _acall(self, plan: MethodPlan, call: _Call) -> object:
+        async with self.memories.ahold(call.memory_id):
+            port = self._async_port(self.memories.get(call.memory_id))
+            model = self.chat_model if port.chat is not None else self.streaming_chat_model
+            done: list[Outcome] = []
+            given = self._input(plan, call, model)
+            async for _ in adrive(turn(given), port, forward=False, done=done):
+                pass  # pragma: no cover - nothing is forwarded
+        return _shape(plan, done[0])
+
+    async def _aevents(
+        self, plan: MethodPlan, call: _Call, holder: list[Result[str]]
+    ) -> AsyncIterator[ServiceEvent]:
+        async with self.memories.ahold(call.memory_id):
+            port = self._async_port(self.memories.get(call.memory_id))
+            port.chat = None
+            given = self._input(plan, call, self.streaming_chat_model)
+            done: list[Outcome] = []
+            async for event in adrive(turn(given), port, forward=True, done=done):
+                yield event
+            holder.append(_text_result(done[0]))
+
+
+def _finish(events: Iterator[ServiceEvent]) -> Outcome:
+    while True:
+        try:
+            next(events)
+        except StopIteration as stop:
+            return cast(Outcome, stop.value)
+
+
+def _texts(events: Iterator[ServiceEvent]) -> Iterator[str]:
+    for event in events:
+        if isinstance(event, PartialText):
+            yield event.text
+
+
+async def _atexts(events: AsyncIterator[ServiceEvent]) -> AsyncIterator[str]:
+    async for event in events:
+        if isinstance(event, PartialText):
+            yield event.text
+
+
+def _text_result(outcome: Outcome) -> Result[str]:
+    result = outcome.result()
+    text = result.final_response.ai_message.text or ""
+    return Result(
+        content=text,
+        token_usage=result.token_usage,
+        finish_reason=result.finish_reason,
+        final_response=result.final_response,
+        intermediate_responses=result.intermediate_responses,
+    )
+
+
+def _shape(plan: MethodPlan, outcome: Outcome) -> object:
+    final: ChatResponse = outcome.responses[-1]
+    returns = plan.returns
+    if returns is Returns.NONE:
+        return None
+    if returns is Returns.AI_MESSAGE:
+        return final.ai_message
+    if returns is Returns.RESPONSE:
+        return final
+    if returns is Returns.RESULT:
+        return outcome.result()
+    return outcome.content
+
+
+def _contents(plan: MethodPlan, name: str, value: object) -> list[Content]:
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    for item in items:
+        if not isinstance(item, CONTENT_TYPES):
+            raise ConfigurationError(
+                f"{plan.where}: parameter {name!r} holds contents (images, audio...), got {item!r}"
+            )
+    return cast(list[Content], items)
+
+
+def _count(value: object, *, minimum: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
+def _capabilities(model: object) -> frozenset[Capability]:
+    value: object = getattr(model, "capabilities", frozenset())
+    return value if isinstance(value, frozenset) else frozenset()
+
+
+def _has(model: object, name: str) -> bool:
+    return model is not None and callable(getattr(model, name, None))
+
+
+def _var_keyword(signature: inspect.Signature) -> str | None:
+    return next(
+        (p.name for p in signature.parameters.values() if p.kind is inspect.Parameter.VAR_KEYWORD),
+        None,
+    )
