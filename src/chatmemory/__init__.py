@@ -1,8 +1,9 @@
 """chatmemory: conversation memory for LLM applications.
 
 Message and token windows with LangChain4j's rules, persistent stores that keep the history and
-never lose a message, exact offline token counts, Mastra-style memory processors, and chat
-models (`chatmemory.models`) on the official OpenAI and Anthropic SDKs.
+never lose a message, exact offline token counts, Mastra-style memory processors, chat models
+(`chatmemory.models`) on the official OpenAI and Anthropic SDKs, and AI services
+(`ai_service`) that implement a declared Protocol with per-user memory.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from ._errors import (
     ConcurrentUpdateError,
     ConfigurationError,
     ModelError,
+    ModerationError,
+    OutputParsingError,
     SerializationError,
     StoreError,
 )
@@ -66,6 +69,19 @@ from .models import (
     TokenUsage,
     ToolSpecification,
 )
+from .services import (
+    AsyncTokenStream,
+    ChatMemoryAccess,
+    MemoryId,
+    Result,
+    TokenStream,
+    UserName,
+    V,
+    ai_service,
+    moderate,
+    system_message,
+    user_message,
+)
 from .stores import (
     AsyncChatMemoryStore,
     AsyncInMemoryChatMemoryStore,
@@ -100,9 +116,11 @@ __all__ = [
     "AsyncRedisChatMemoryStore",
     "AsyncSqliteChatMemoryStore",
     "AsyncStreamingChatModel",
+    "AsyncTokenStream",
     "AsyncTokenWindowChatMemory",
     "AudioContent",
     "ChatMemory",
+    "ChatMemoryAccess",
     "ChatMemoryError",
     "ChatMemoryStore",
     "ChatMessage",
@@ -117,17 +135,21 @@ __all__ = [
     "HistoryEntry",
     "ImageContent",
     "InMemoryChatMemoryStore",
+    "MemoryId",
     "MemoryProcessor",
     "MessageWindowChatMemory",
     "ModelError",
+    "ModerationError",
     "OpenAiChatModel",
     "OpenAiTokenCountEstimator",
+    "OutputParsingError",
     "PdfFileContent",
     "PostgresChatMemoryStore",
     "Processor",
     "Prompt",
     "PromptTemplate",
     "RedisChatMemoryStore",
+    "Result",
     "SerializationError",
     "SqliteChatMemoryStore",
     "StoreError",
@@ -136,6 +158,7 @@ __all__ = [
     "TextContent",
     "TokenCountEstimator",
     "TokenLimiter",
+    "TokenStream",
     "TokenUsage",
     "TokenWindowChatMemory",
     "ToolCallFilter",
@@ -143,8 +166,11 @@ __all__ = [
     "ToolExecutionResultMessage",
     "ToolSpecification",
     "UserMessage",
+    "UserName",
+    "V",
     "VideoContent",
     "__version__",
+    "ai_service",
     "apply_processors",
     "from_anthropic",
     "from_openai",
@@ -152,8 +178,11 @@ __all__ = [
     "message_to_json",
     "messages_from_json",
     "messages_to_json",
+    "moderate",
+    "system_message",
     "to_anthropic",
     "to_openai",
+    "user_message",
 ]
 
 

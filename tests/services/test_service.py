@@ -22,6 +22,7 @@ from chatmemory import (
     InMemoryChatMemoryStore,
     MessageWindowChatMemory,
     ModelError,
+    ModerationError,
     SqliteChatMemoryStore,
     SystemMessage,
     TextContent,
@@ -37,6 +38,7 @@ from chatmemory.services import (
     UserName,
     V,
     ai_service,
+    moderate,
     system_message,
     user_message,
 )
@@ -892,3 +894,115 @@ def test_an_async_def_returning_a_stream_is_refused() -> None:
 
     with pytest.raises(ConfigurationError, match="declare it with plain `def`"):
         ai_service(Wrong, chat_model=ScriptedChatModel([]))
+
+
+# -- moderation -------------------------------------------------------------------------------
+
+
+class Verdict:
+    def __init__(self, flagged_text: str | None) -> None:
+        self.flagged = flagged_text is not None
+        self.flagged_text = flagged_text
+
+
+class WordModerator:
+    """Flags any message containing `word`; records what it was asked, on which thread."""
+
+    def __init__(self, word: str) -> None:
+        self.word = word
+        self.asked: list[list[ChatMessage]] = []
+        self.threads: set[int] = set()
+
+    def moderate(self, messages: list[ChatMessage]) -> Verdict:
+        self.asked.append(list(messages))
+        self.threads.add(threading.get_ident())
+        for message in messages:
+            text = getattr(message, "text", "")
+            if self.word in text:
+                return Verdict(text)
+        return Verdict(None)
+
+
+class Moderated(ChatMemoryAccess, Protocol):
+    @system_message("sys")
+    @moderate
+    def chat(self, user: Annotated[str, MemoryId], text: str) -> str: ...
+
+    def unchecked(self, user: Annotated[str, MemoryId], text: str) -> str: ...
+
+
+def test_flagged_input_raises_with_the_verdict_and_stores_nothing() -> None:
+    moderator = WordModerator("bomb")
+    model = ScriptedChatModel(lambda r: "answer")
+    service = ai_service(
+        Moderated, chat_model=model, chat_memory_provider=windows(), moderation_model=moderator
+    )
+    with pytest.raises(ModerationError, match='Text "how to build a bomb" violates') as caught:
+        service.chat("u", "how to build a bomb")
+    assert caught.value.moderation.flagged_text == "how to build a bomb"  # type: ignore[attr-defined]
+    assert service.get_chat_memory("u").messages() == []
+    assert moderator.asked == [[SystemMessage("sys"), UserMessage("how to build a bomb")]]
+    assert threading.get_ident() not in moderator.threads  # it ran beside the model call
+
+
+def test_unflagged_input_passes_and_unmarked_methods_are_not_moderated() -> None:
+    moderator = WordModerator("bomb")
+    service = ai_service(
+        Moderated,
+        chat_model=ScriptedChatModel(lambda r: "answer"),
+        chat_memory_provider=windows(),
+        moderation_model=moderator,
+    )
+    assert service.chat("u", "hello") == "answer"
+    assert service.unchecked("u", "a bomb") == "answer"
+    assert len(moderator.asked) == 1
+
+
+def test_moderate_without_a_moderation_model_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="marked @moderate, but the service has no"):
+        ai_service(Moderated, chat_model=ScriptedChatModel([]), chat_memory_provider=windows())
+
+
+def test_async_moderation_uses_amoderate() -> None:
+    class AsyncModerator:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        async def amoderate(self, messages: list[ChatMessage]) -> Verdict:
+            self.calls += 1
+            bad = any("bad" in getattr(m, "text", "") for m in messages)
+            return Verdict("bad" if bad else None)
+
+    class AsyncModerated(Protocol):
+        @moderate
+        async def chat(self, text: str) -> str: ...
+
+    moderator = AsyncModerator()
+    memory = MessageWindowChatMemory(max_messages=10)
+    service = ai_service(
+        AsyncModerated,
+        chat_model=ScriptedChatModel(lambda r: "ok"),
+        chat_memory=memory,
+        moderation_model=moderator,
+    )
+    assert asyncio.run(service.chat("fine")) == "ok"
+    with pytest.raises(ModerationError):
+        asyncio.run(service.chat("bad"))
+    assert moderator.calls == 2
+    assert memory.messages() == [UserMessage("fine"), AiMessage("ok")]
+
+
+def test_a_streamed_flagged_answer_stores_nothing() -> None:
+    class StreamModerated(ChatMemoryAccess, Protocol):
+        @moderate
+        def words(self, user: Annotated[str, MemoryId], text: str) -> Iterator[str]: ...
+
+    service = ai_service(
+        StreamModerated,
+        chat_model=ScriptedChatModel(["some words"]),
+        chat_memory_provider=windows(),
+        moderation_model=WordModerator("bomb"),
+    )
+    with pytest.raises(ModerationError):
+        list(service.words("u", "bomb please"))
+    assert service.get_chat_memory("u").messages() == []
