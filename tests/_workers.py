@@ -10,9 +10,11 @@ can be driven the same way: ``("chatmemory.stores.sqlite:SqliteChatMemoryStore",
 from __future__ import annotations
 
 import importlib
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
-from chatmemory import MessageWindowChatMemory, UserMessage
+from chatmemory import MemoryId, MessageWindowChatMemory, UserMessage, ai_service
+from chatmemory.models import ChatRequest
+from chatmemory.testing import ScriptedChatModel
 
 StoreSpec = tuple[str, dict[str, Any]]
 
@@ -87,3 +89,31 @@ def open_and_add(store_spec: StoreSpec, memory_id: str, text: str, start: Signal
         MessageWindowChatMemory(id=memory_id, max_messages=1_000, store=store).add(
             UserMessage(text)
         )
+
+
+class Assistant(Protocol):
+    """The service of `service_turns`."""
+
+    def chat(self, user: Annotated[str, MemoryId], text: str) -> str: ...
+
+
+def _echo(request: ChatRequest) -> str:
+    return "re " + str(getattr(request.messages[-1], "text", ""))
+
+
+def service_turns(
+    store_spec: StoreSpec, memory_id: str, prefix: str, count: int, start: Signal
+) -> None:
+    """Run `count` AI-service calls on `memory_id`, each asking `text_of(prefix, i)` of a scripted
+    model that answers ``"re " + question``, on a store of its own."""
+    with open_store(store_spec) as store:
+        service = ai_service(
+            Assistant,
+            chat_model=ScriptedChatModel(_echo),
+            chat_memory_provider=lambda mid: MessageWindowChatMemory(
+                id=mid, max_messages=6, store=store
+            ),
+        )
+        start.wait()
+        for i in range(count):
+            service.chat(memory_id, text_of(prefix, i))

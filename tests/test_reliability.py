@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from chatmemory import MessageWindowChatMemory, UserMessage
+from chatmemory import AiMessage, MessageWindowChatMemory, UserMessage
 from tests import _workers
 from tests._workers import StoreSpec
 from tests.stores import backends  # noqa: F401  (first: it imports every backend module)
@@ -206,6 +206,28 @@ def test_four_processes_adding_to_one_memory_lose_and_duplicate_nothing(
     assert target.processes is not None
     [(version, next_seq)] = target.processes.counters(spec, "shared")
     assert (version > 0, next_seq) == (True, writers * per_writer)
+
+
+def test_processes_running_service_turns_on_one_id_commit_whole_turns(
+    target: Target, spec: StoreSpec
+) -> None:
+    processes, turns = 3, 40
+    start = SPAWN.Barrier(processes)
+    run_processes(
+        [
+            SPAWN.Process(target=_workers.service_turns, args=(spec, "user", f"p{p}", turns, start))
+            for p in range(processes)
+        ]
+    )
+    with _workers.open_store(spec) as store:
+        history = [entry.message for entry in store.history("user")]
+    assert len(history) == 2 * processes * turns
+    questions = history[::2]
+    for question, answer in zip(questions, history[1::2], strict=True):
+        assert isinstance(question, UserMessage)
+        assert answer == AiMessage("re " + question.text)  # each turn whole, its two rows adjacent
+    asked = sorted(_workers.parse_text(q.text) for q in questions if isinstance(q, UserMessage))
+    assert asked == sorted((f"p{p}", i) for p in range(processes) for i in range(turns))
 
 
 def test_a_writer_killed_mid_loop_leaves_a_store_that_opens_and_reads(
