@@ -116,11 +116,7 @@ class MemoryCore:
         changes = self._plan_add(view, messages)
         if changes is None:
             return [e.message for e in self._fit(view).kept]
-        total = changes.total
-        if total is None:
-            total = self.budget.overhead + sum(e.size for e in changes.entries)
-        capacity = self.budget.capacity(self.memory_id)
-        fitted = fit(changes.entries, _size, capacity=capacity, total=total, tools=changes.tools)
+        fitted, _ = self._fit_plan(view, changes, self.budget.capacity(self.memory_id))
         return [e.message for e in fitted.kept]
 
     def _plan_add(self, view: _View | None, messages: Sequence[ChatMessage]) -> _Plan | None:
@@ -221,21 +217,15 @@ class MemoryCore:
     def _commit(self, view: _View | None, plan: _Plan) -> Flow[bool | None]:
         """Commit the plan's entries fitted to the budget: True, False when another writer
         won, None when there was nothing to write."""
-        entries, added, total, tools = plan.entries, plan.added, plan.total, plan.tools
-        if total is None:
-            total = self.budget.overhead + sum(e.size for e in entries)
+        added, tools = plan.added, plan.tools
         capacity = self.budget.capacity(self.memory_id)
-        fitted = None
-        if plan.appended and view is not None and view.clean:
-            fitted = fit_appended(view.entries, added, _size, capacity=capacity, total=total)
-        if fitted is not None:
+        fitted, appended = self._fit_plan(view, plan, capacity)
+        if appended:
             # a clean view's entries are its snapshot's rows: only the evicted ones leave
             evict = [e.row.seq for e in fitted.evicted if e.row is not None]
-        else:
-            fitted = fit(entries, _size, capacity=capacity, total=total, tools=tools)
-            if view is not None and self.windowed:
-                kept_rows = {id(e.row) for e in fitted.kept if e.row is not None}
-                evict = [row.seq for row in view.snapshot.rows if id(row) not in kept_rows]
+        elif view is not None and self.windowed:
+            kept_rows = {id(e.row) for e in fitted.kept if e.row is not None}
+            evict = [row.seq for row in view.snapshot.rows if id(row) not in kept_rows]
         if view is None or not self.windowed:
             messages = [e.message for e in fitted.kept]
             yield from call(ChatMemoryStore.update_messages, self.memory_id, messages)
@@ -264,6 +254,20 @@ class MemoryCore:
             return False  # another writer won; `_load` sees its window on the next attempt
         self._view = self._after(view, fitted, added, append, evict, committed, capacity, tools)
         return True
+
+    def _fit_plan(
+        self, view: _View | None, plan: _Plan, capacity: int
+    ) -> tuple[Fitted[_Entry], bool]:
+        """The plan's entries fitted to `capacity`, and whether that took the appended-only
+        shortcut (O(added + evicted) on a clean view)."""
+        total = plan.total
+        if total is None:
+            total = self.budget.overhead + sum(e.size for e in plan.entries)
+        if plan.appended and view is not None and view.clean:
+            fitted = fit_appended(view.entries, plan.added, _size, capacity=capacity, total=total)
+            if fitted is not None:
+                return fitted, True
+        return fit(plan.entries, _size, capacity=capacity, total=total, tools=plan.tools), False
 
     def _after(
         self,

@@ -234,8 +234,15 @@ class OpenAiChatModel:
         extra: dict[str, Any] = thaw(params.extra_body) if params.extra_body else {}
         if params.top_k is not None:  # not OpenAI's, but vLLM, llama.cpp, LM Studio take it
             extra.setdefault("top_k", params.top_k)
-        if extra:
-            args["extra_body"] = extra
+        # The SDK walks every message and tool of `create`'s arguments against its TypedDicts
+        # (about 0.25 ms a message: 25 ms of CPU for a 100-message window). Ours are in wire
+        # form already, so they travel in `extra_body`, which the SDK merges into the JSON body
+        # as given, taking precedence over the arguments.
+        extra["messages"] = args["messages"]
+        args["messages"] = []
+        if "tools" in args:
+            extra["tools"] = args.pop("tools")
+        args["extra_body"] = extra
         return args
 
 
