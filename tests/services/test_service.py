@@ -1006,3 +1006,33 @@ def test_a_streamed_flagged_answer_stores_nothing() -> None:
     with pytest.raises(ModerationError):
         list(service.words("u", "bomb please"))
     assert service.get_chat_memory("u").messages() == []
+
+
+def test_chat_memory_access_without_memory_is_refused_at_creation() -> None:
+    class Access(ChatMemoryAccess, Protocol):
+        def chat(self, text: str) -> str: ...
+
+    with pytest.raises(ConfigurationError, match="derives from ChatMemoryAccess, but the service"):
+        ai_service(Access, chat_model=ScriptedChatModel([]))
+
+
+def test_a_chat_parameters_argument_overrides_the_service_parameters_per_call() -> None:
+    class Tunable(Protocol):
+        def chat(self, text: str, parameters: ChatParameters | None = None) -> str: ...
+
+    model = ScriptedChatModel(lambda r: "ok")
+    service = ai_service(
+        Tunable, chat_model=model, parameters=ChatParameters(temperature=0.5, max_output_tokens=9)
+    )
+    service.chat("a")
+    service.chat("b", ChatParameters(temperature=0.0))
+    assert [r.parameters for r in model.requests] == [
+        ChatParameters(temperature=0.5, max_output_tokens=9),
+        ChatParameters(temperature=0.0, max_output_tokens=9),
+    ]
+    assert sent(model) == [UserMessage("b")]  # not a template variable, not the user message
+    with pytest.raises(ConfigurationError, match="'parameters' must be ChatParameters"):
+        service.chat("c", {"temperature": 1})  # type: ignore[arg-type]
+    alone = ScriptedChatModel(lambda r: "ok")
+    ai_service(Tunable, chat_model=alone).chat("d", ChatParameters(seed=3))
+    assert alone.requests[0].parameters == ChatParameters(seed=3)

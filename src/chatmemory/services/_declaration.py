@@ -26,7 +26,7 @@ from .._messages import (
     VideoContent,
 )
 from .._prompts import _BUILT_INS, Clock, PromptTemplate
-from ..models import ChatResponse
+from ..models import ChatParameters, ChatResponse
 from ._markers import MODERATE, SYSTEM, USER, MemoryId, TemplateSource, UserName, V
 from ._output import OutputSpec, output_spec
 from ._results import AsyncTokenStream, Result, TokenStream
@@ -59,6 +59,7 @@ class Role(enum.Enum):
     USER_MESSAGE = "UserMessage"
     VARIABLE = "variable"
     CONTENTS = "contents"
+    PARAMETERS = "parameters"
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +104,10 @@ class MethodPlan:
     @property
     def user_name_param(self) -> str | None:
         return self._param(Role.USER_NAME)
+
+    @property
+    def parameters_param(self) -> str | None:
+        return self._param(Role.PARAMETERS)
 
     @property
     def content_params(self) -> tuple[str, ...]:
@@ -266,7 +271,7 @@ def _read_params(
             extra = True
             continue
         params.append(_read_param(where, parameter.name, hints.get(parameter.name)))
-    for role in (Role.MEMORY_ID, Role.USER_NAME, Role.USER_MESSAGE):
+    for role in (Role.MEMORY_ID, Role.USER_NAME, Role.USER_MESSAGE, Role.PARAMETERS):
         marked = [p.name for p in params if p.role is role]
         if len(marked) > 1:
             raise ConfigurationError(
@@ -275,7 +280,7 @@ def _read_params(
             )
     seen: dict[str, str] = {}
     for p in params:
-        if p.variable in seen and p.role is not Role.CONTENTS:
+        if p.variable in seen and p.role not in (Role.CONTENTS, Role.PARAMETERS):
             raise ConfigurationError(
                 f"{where}: parameters {seen[p.variable]!r} and {p.name!r} both fill the template "
                 f"variable {p.variable!r}; rename one with V(...)"
@@ -306,6 +311,12 @@ def _read_param(where: str, name: str, hint: object) -> Param:
         return Param(name, next(iter(roles.values())), variable, bool(renames))
     if _is_contents(base):
         return Param(name, Role.CONTENTS, variable)
+    if base is ChatParameters or (
+        get_origin(base) in (typing.Union, _union_type())
+        and ChatParameters in get_args(base)
+        and set(get_args(base)) <= {ChatParameters, type(None)}
+    ):
+        return Param(name, Role.PARAMETERS, variable)
     return Param(name, Role.VARIABLE, variable, bool(renames))
 
 
@@ -384,7 +395,7 @@ def _it_param(
 ) -> str | None:
     if "it" in variables or not any("it" in t.variables for t in templates):
         return None
-    free = [p.name for p in params if p.role is not Role.CONTENTS]
+    free = [p.name for p in params if p.role not in (Role.CONTENTS, Role.PARAMETERS)]
     if len(free) == 1:
         return free[0]
     raise ConfigurationError(

@@ -145,6 +145,7 @@ class _Call:
     memory_id: str
     system: SystemMessage | None
     user: UserMessage
+    parameters: ChatParameters | None
 
 
 class _Runtime:
@@ -186,6 +187,11 @@ class _Runtime:
                 )
                 + f": pass chat_memory_provider=lambda memory_id: ...(id=memory_id, ...) to "
                 f"ai_service({name}, ...)"
+            )
+        if issubclass(declaration.cls, ChatMemoryAccess) and not memories.configured:
+            raise ConfigurationError(
+                f"{name} derives from ChatMemoryAccess, but the service has no memory: pass "
+                f"chat_memory_provider=... (or chat_memory=...) to ai_service({name}, ...)"
             )
         for plan in declaration.methods.values():
             self._check_models(plan)
@@ -278,7 +284,8 @@ class _Runtime:
         extra = arguments.pop(_var_keyword(plan.signature) or "", {})
         values: dict[str, object] = dict(cast(Mapping[str, object], extra))
         for param in plan.params:
-            values[param.variable] = arguments[param.name]
+            if param.name != plan.parameters_param:
+                values[param.variable] = arguments[param.name]
         if plan.it_param is not None:
             values["it"] = arguments[plan.it_param]
         memory_id = (
@@ -288,7 +295,18 @@ class _Runtime:
         )
         system = self._system(plan, memory_id, values)
         user = self._user(plan, arguments, values)
-        return _Call(memory_id, system, user)
+        return _Call(memory_id, system, user, self._parameters(plan, arguments))
+
+    def _parameters(self, plan: MethodPlan, arguments: dict[str, object]) -> ChatParameters | None:
+        """The service's parameters, overridden field by field by a ChatParameters argument."""
+        given = arguments[plan.parameters_param] if plan.parameters_param else None
+        if given is None:
+            return self.parameters
+        if not isinstance(given, ChatParameters):
+            raise ConfigurationError(
+                f"{plan.where}: {plan.parameters_param!r} must be ChatParameters, got {given!r}"
+            )
+        return given if self.parameters is None else self.parameters.merged(given)
 
     def _system(
         self, plan: MethodPlan, memory_id: str, values: dict[str, object]
@@ -336,7 +354,7 @@ class _Runtime:
             and not plan.output.is_text
             and Capability.RESPONSE_FORMAT_JSON_SCHEMA in _capabilities(model)
         )
-        parameters = self.parameters
+        parameters = call.parameters
 
         def build(messages: list[Any], response_format: ResponseFormat | None) -> ChatRequest:
             return ChatRequest(messages, response_format=response_format, parameters=parameters)
