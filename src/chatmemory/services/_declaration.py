@@ -331,9 +331,9 @@ def _is_contents(annotation: object) -> bool:
 
 
 def _is_content_union(annotation: object) -> bool:
-    args = get_args(annotation)
     if annotation == Content:
         return True
+    args = [a for a in get_args(annotation) if a is not type(None)]  # Optional contents too
     return (
         bool(args)
         and get_origin(annotation) in (typing.Union, _union_type())
