@@ -31,6 +31,7 @@ from ._errors import (
     OutputParsingError,
     SerializationError,
     StoreError,
+    ToolLoopError,
 )
 from ._memory.window import (
     AsyncChatMemory,
@@ -164,6 +165,7 @@ __all__ = [
     "ToolCallFilter",
     "ToolExecutionRequest",
     "ToolExecutionResultMessage",
+    "ToolLoopError",
     "ToolSpecification",
     "UserMessage",
     "UserName",

@@ -10,7 +10,8 @@ One base class, a small tree::
     ├── ModelError              a chat model failed: `retriable` says whether to try again,
     │                           `status` and `provider_message` keep what the provider said
     ├── OutputParsingError      (also a ValueError) a model's answer is not the declared type
-    └── ModerationError         a moderation model flagged the input; nothing was stored
+    ├── ModerationError         a moderation model flagged the input; nothing was stored
+    └── ToolLoopError           a service call's model kept calling tools past the limit
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ __all__ = [
     "OutputParsingError",
     "SerializationError",
     "StoreError",
+    "ToolLoopError",
 ]
 
 
@@ -137,6 +139,11 @@ class ModerationError(ChatMemoryError):
     def __init__(self, message: str, *, moderation: object) -> None:
         super().__init__(message)
         self.moderation = moderation
+
+
+class ToolLoopError(ChatMemoryError):
+    """The model asked for tools more times in one service call than
+    `max_tool_calling_round_trips` allows; nothing of the call was stored."""
 
 
 def shorten(text: str, limit: int = 120) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Generic, TypeAlias, TypeVar
 
 from .._messages import ToolExecutionRequest
@@ -22,12 +23,20 @@ __all__ = [
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolExecution:
-    """One tool call the model asked for during a call, and what the tool answered."""
+    """One tool call the model asked for during a service call, and how it went.
+
+    `result` is the text the model received (an error's text when `is_error`), `result_object`
+    what the tool returned (None when it failed).
+    """
 
     request: ToolExecutionRequest
     result: str
+    result_object: object = None
+    is_error: bool = False
+    started_at: datetime
+    finished_at: datetime
 
 
 @dataclass(frozen=True, slots=True)

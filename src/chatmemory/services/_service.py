@@ -4,15 +4,23 @@ per-user memory."""
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import functools
 import inspect
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, cast, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, cast, runtime_checkable
 
 from .._errors import ConfigurationError
-from .._messages import Content, SystemMessage, TextContent, UserMessage
+from .._messages import (
+    ChatMessage,
+    Content,
+    SystemMessage,
+    TextContent,
+    ToolExecutionRequest,
+    UserMessage,
+)
 from .._prompts import Clock, PromptTemplate
 from ..models import (
     Capability,
@@ -21,7 +29,9 @@ from ..models import (
     ChatResponse,
     PartialText,
     ResponseFormat,
+    ToolSpecification,
 )
+from ..tools import AsyncToolProvider, Tool, ToolContext, ToolProvider
 from ._declaration import (
     CONTENT_TYPES,
     Declaration,
@@ -31,8 +41,9 @@ from ._declaration import (
     read_declaration,
 )
 from ._memories import AnyMemory, ChatMemoryProvider, Memories, is_async_memory
-from ._results import AsyncTokenStream, Result, ServiceEvent, TokenStream
-from ._turn import AsyncPort, Outcome, SyncPort, TurnInput, adrive, drive, turn
+from ._results import AsyncTokenStream, Result, ServiceEvent, TokenStream, ToolExecution
+from ._tooling import ArgumentsHandler, ErrorHandler, Toolbox, ToolOptions, UnknownToolHandler
+from ._turn import AsyncPort, Outcome, SyncPort, TurnInput, TurnTools, adrive, drive, turn
 
 __all__ = ["ChatMemoryAccess", "ai_service"]
 
@@ -73,6 +84,15 @@ def ai_service(
     keep_user_message_on_error: bool = False,
     max_cached_memories: int = 10_000,
     clock: Clock | None = None,
+    tools: Iterable[object] = (),
+    tool_providers: Iterable[ToolProvider | AsyncToolProvider] = (),
+    max_tool_calling_round_trips: int = 100,
+    execute_tools_concurrently: bool = False,
+    on_invalid_arguments: ArgumentsHandler | None = None,
+    on_tool_error: ErrorHandler | None = None,
+    on_unknown_tool: UnknownToolHandler | Literal["raise"] | None = None,
+    before_tool_execution: Callable[[ToolExecutionRequest], None] | None = None,
+    after_tool_execution: Callable[[ToolExecution], None] | None = None,
 ) -> S:
     """An object implementing the methods `cls` declares by calling the model.
 
@@ -96,6 +116,15 @@ def ai_service(
       parse as the declared type (the retries are not stored in memory).
     * `keep_user_message_on_error`: when a call fails, store its user message (by default the
       memory stays exactly as it was).
+    * `tools`: `@tool` functions, objects with `@tool` methods, or `Tool`s; `tool_providers`:
+      tools decided per call (an MCP server's, for instance). The model's tool calls run and their
+      results go back to it until it answers, at most `max_tool_calling_round_trips` times;
+      several calls of one answer run at once with `execute_tools_concurrently=True`.
+    * What the model hears when a call goes wrong: `on_invalid_arguments(error, request)`,
+      `on_tool_error(error, request)` and `on_unknown_tool(request, tool_names)` return the text
+      (or raise to end the call; `on_unknown_tool="raise"` does). By default the error's text
+      goes back, so the model can correct itself. `before_tool_execution(request)` and
+      `after_tool_execution(execution)` see every call.
     """
     if chat_model is None and streaming_chat_model is None:
         raise ConfigurationError(
@@ -115,6 +144,25 @@ def ai_service(
         )
     if parameters is not None and not isinstance(parameters, ChatParameters):
         raise ConfigurationError(f"`parameters` must be ChatParameters, got {parameters!r}")
+    if not _count(max_tool_calling_round_trips, minimum=1):
+        raise ConfigurationError(
+            f"`max_tool_calling_round_trips` must be a positive int, got "
+            f"{max_tool_calling_round_trips!r}"
+        )
+    if on_unknown_tool is not None and on_unknown_tool != "raise" and not callable(on_unknown_tool):
+        raise ConfigurationError(
+            f"`on_unknown_tool` is a function of (request, tool names) or 'raise', got "
+            f"{on_unknown_tool!r}"
+        )
+    tool_options = ToolOptions(
+        max_round_trips=max_tool_calling_round_trips,
+        concurrent=bool(execute_tools_concurrently),
+        on_invalid_arguments=on_invalid_arguments,
+        on_tool_error=on_tool_error,
+        on_unknown_tool=on_unknown_tool,
+        before=before_tool_execution,
+        after=after_tool_execution,
+    )
     declaration = read_declaration(
         cls,
         has_system_provider=system_message_provider is not None,
@@ -134,6 +182,9 @@ def ai_service(
         output_retries=output_retries,
         keep_user_message_on_error=keep_user_message_on_error,
         clock=clock,
+        tools=collect_tools(tools),
+        tool_providers=_providers(tool_providers),
+        tool_options=tool_options,
     )
     return cast(S, runtime.build())
 
@@ -162,8 +213,14 @@ class _Runtime:
         output_retries: int,
         keep_user_message_on_error: bool,
         clock: Clock | None,
+        tools: list[Tool],
+        tool_providers: tuple[ToolProvider | AsyncToolProvider, ...],
+        tool_options: ToolOptions,
     ) -> None:
         self.declaration = declaration
+        self.tools = tuple(tools)
+        self.tool_providers = tool_providers
+        self.tool_options = tool_options
         self.chat_model = chat_model
         self.streaming_chat_model = streaming_chat_model or chat_model
         self.memories = memories
@@ -193,6 +250,13 @@ class _Runtime:
                 f"{name} derives from ChatMemoryAccess, but the service has no memory: pass "
                 f"chat_memory_provider=... (or chat_memory=...) to ai_service({name}, ...)"
             )
+        if (self.tools or tool_providers) and chat_model is not None:
+            capabilities = _capabilities(chat_model)
+            if capabilities and Capability.TOOLS not in capabilities:
+                raise ConfigurationError(
+                    f"the service has tools, but {chat_model!r} does not declare "
+                    f"Capability.TOOLS: use a model that calls tools"
+                )
         for plan in declaration.methods.values():
             self._check_models(plan)
             if plan.moderated and moderation_model is None:
@@ -356,8 +420,14 @@ class _Runtime:
         )
         parameters = call.parameters
 
-        def build(messages: list[Any], response_format: ResponseFormat | None) -> ChatRequest:
-            return ChatRequest(messages, response_format=response_format, parameters=parameters)
+        def build(
+            messages: list[ChatMessage],
+            response_format: ResponseFormat | None,
+            tools: tuple[ToolSpecification, ...],
+        ) -> ChatRequest:
+            return ChatRequest(
+                messages, tools=tools, response_format=response_format, parameters=parameters
+            )
 
         return TurnInput(
             system=call.system,
@@ -368,9 +438,17 @@ class _Runtime:
             output_retries=self.output_retries,
             keep_user_message_on_error=self.keep_user,
             build_request=build,
+            tools=self.tool_options,
         )
 
-    def _sync_port(self, plan: MethodPlan, memory: AnyMemory | None) -> SyncPort:
+    def _tools(self, memory_id: str) -> TurnTools:
+        toolbox = None
+        if self.tools or self.tool_providers:
+            toolbox = Toolbox(self.tools, self.tool_providers, ToolContext(memory_id))
+        return TurnTools(toolbox, self.tool_options)
+
+    def _sync_port(self, plan: MethodPlan, call: _Call) -> SyncPort:
+        memory = self.memories.get(call.memory_id)
         if memory is not None and is_async_memory(memory):
             raise ConfigurationError(
                 f"{plan.where} is a sync method but the memory of this call is async "
@@ -379,9 +457,10 @@ class _Runtime:
         chat = getattr(self.chat_model, "chat", None)
         stream = getattr(self.streaming_chat_model, "stream", None)
         moderate = getattr(self.moderation_model, "moderate", None)
-        return SyncPort(memory, chat, stream, moderate, self._pool)
+        return SyncPort(memory, chat, stream, moderate, self._pool, self._tools(call.memory_id))
 
-    def _async_port(self, memory: AnyMemory | None) -> AsyncPort:
+    def _async_port(self, call: _Call) -> AsyncPort:
+        memory = self.memories.get(call.memory_id)
         achat = getattr(self.chat_model, "achat", None)
         chat = achat or getattr(self.chat_model, "chat", None)
         astream = getattr(self.streaming_chat_model, "astream", None)
@@ -395,13 +474,14 @@ class _Runtime:
             astream,
             moderate,
             amoderate is not None,
+            self._tools(call.memory_id),
         )
 
     def _pool(self) -> concurrent.futures.Executor:
         with self._executor_lock:
             if self._executor is None:
                 self._executor = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=8, thread_name_prefix="chatmemory-moderation"
+                    max_workers=32, thread_name_prefix="chatmemory-service"
                 )
             return self._executor
 
@@ -417,7 +497,7 @@ class _Runtime:
         if plan.returns is Returns.TEXT_STREAM:
             return _texts(self._events(plan, call, []))
         with self.memories.hold(call.memory_id):
-            port = self._sync_port(plan, self.memories.get(call.memory_id))
+            port = self._sync_port(plan, call)
             model = self.chat_model if port.chat is not None else self.streaming_chat_model
             events = drive(turn(self._input(plan, call, model)), port, forward=False)
             outcome = _finish(events)
@@ -427,7 +507,7 @@ class _Runtime:
         self, plan: MethodPlan, call: _Call, holder: list[Result[str]]
     ) -> Iterator[ServiceEvent]:
         with self.memories.hold(call.memory_id):
-            port = self._sync_port(plan, self.memories.get(call.memory_id))
+            port = self._sync_port(plan, call)
             port.chat = None
             given = self._input(plan, call, self.streaming_chat_model)
             outcome = yield from drive(turn(given), port, forward=True)
@@ -435,7 +515,7 @@ class _Runtime:
 
     async def _acall(self, plan: MethodPlan, call: _Call) -> object:
         async with self.memories.ahold(call.memory_id):
-            port = self._async_port(self.memories.get(call.memory_id))
+            port = self._async_port(call)
             model = self.chat_model if port.chat is not None else self.streaming_chat_model
             done: list[Outcome] = []
             given = self._input(plan, call, model)
@@ -447,7 +527,7 @@ class _Runtime:
         self, plan: MethodPlan, call: _Call, holder: list[Result[str]]
     ) -> AsyncIterator[ServiceEvent]:
         async with self.memories.ahold(call.memory_id):
-            port = self._async_port(self.memories.get(call.memory_id))
+            port = self._async_port(call)
             port.chat = None
             given = self._input(plan, call, self.streaming_chat_model)
             done: list[Outcome] = []
@@ -478,28 +558,41 @@ async def _atexts(events: AsyncIterator[ServiceEvent]) -> AsyncIterator[str]:
 
 def _text_result(outcome: Outcome) -> Result[str]:
     result = outcome.result()
-    text = result.final_response.ai_message.text or ""
-    return Result(
-        content=text,
-        token_usage=result.token_usage,
-        finish_reason=result.finish_reason,
-        final_response=result.final_response,
-        intermediate_responses=result.intermediate_responses,
-    )
+    text = None if outcome.immediate else (result.final_response.ai_message.text or "")
+    return dataclasses.replace(result, content=text)
 
 
 def _shape(plan: MethodPlan, outcome: Outcome) -> object:
     final: ChatResponse = outcome.responses[-1]
     returns = plan.returns
+    if returns is Returns.RESULT:
+        return outcome.result()
+    if outcome.immediate:
+        return _immediate(plan, outcome)
     if returns is Returns.NONE:
         return None
     if returns is Returns.AI_MESSAGE:
         return final.ai_message
     if returns is Returns.RESPONSE:
         return final
-    if returns is Returns.RESULT:
-        return outcome.result()
     return outcome.content
+
+
+def _immediate(plan: MethodPlan, outcome: Outcome) -> object:
+    """What a method returns when a tool's result ended the call (§3.6): None, or the one
+    result the return type can hold."""
+    if plan.returns is Returns.NONE:
+        return None
+    values = [e.result_object for e in outcome.executions if e.result_object is not None]
+    if not values:
+        return None
+    target = plan.output.annotation if plan.output is not None else None
+    if len(values) == 1 and isinstance(target, type) and isinstance(values[0], target):
+        return values[0]
+    raise ConfigurationError(
+        f"{plan.where} ended with a tool's result (return_behavior 'immediate'), which cannot be "
+        f"returned as its declared type: declare it `-> Result[...]` to get the tool executions"
+    )
 
 
 def _contents(plan: MethodPlan, name: str, value: object) -> list[Content]:
@@ -510,6 +603,37 @@ def _contents(plan: MethodPlan, name: str, value: object) -> list[Content]:
                 f"{plan.where}: parameter {name!r} holds contents (images, audio...), got {item!r}"
             )
     return cast(list[Content], items)
+
+
+def collect_tools(items: Iterable[object]) -> list[Tool]:
+    """The service's tools: `Tool`s, each name once (placeholder until `chatmemory.tools`
+    collects `@tool` functions and objects)."""
+    if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
+        raise ConfigurationError(f"`tools` is a list of tools, got {items!r}")
+    found: list[Tool] = []
+    names: set[str] = set()
+    for item in items:
+        if not isinstance(item, Tool):
+            raise ConfigurationError(f"{item!r} is not a tool")
+        name = item.specification.name
+        if name in names:
+            raise ConfigurationError(f"Tool names must be unique: {name!r} appears several times")
+        names.add(name)
+        found.append(item)
+    return found
+
+
+def _providers(
+    providers: Iterable[ToolProvider | AsyncToolProvider],
+) -> tuple[ToolProvider | AsyncToolProvider, ...]:
+    found = tuple(providers)
+    for provider in found:
+        if not isinstance(provider, (ToolProvider, AsyncToolProvider)):
+            raise ConfigurationError(
+                f"{provider!r} is not a tool provider: it needs `dynamic` and provide(context) "
+                f"or aprovide(context)"
+            )
+    return found
 
 
 def _count(value: object, *, minimum: int) -> bool:

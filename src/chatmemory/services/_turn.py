@@ -12,23 +12,50 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from .._errors import ModerationError, OutputParsingError, shorten
+from .._errors import (
+    ConfigurationError,
+    ModerationError,
+    OutputParsingError,
+    ToolLoopError,
+    shorten,
+)
 from .._flow import Call, Flow, call
 from .._messages import (
     AiMessage,
     ChatMessage,
     SystemMessage,
     TextContent,
+    ToolExecutionRequest,
     ToolExecutionResultMessage,
     UserMessage,
 )
-from ..models import ChatRequest, ChatResponse, ResponseFormat, TokenUsage
+from ..models import (
+    ChatRequest,
+    ChatResponse,
+    FinishReason,
+    ResponseFormat,
+    TokenUsage,
+    ToolSpecification,
+)
+from ..models._events import CompleteToolCall
+from ..tools import Tool, ToolArgumentsError, ToolContext
 from ._memories import AnyMemory
 from ._output import OutputSpec
-from ._results import Result, ServiceEvent
+from ._results import Result, ServiceEvent, ToolExecuted, ToolExecution
+from ._tooling import (
+    Attempt,
+    Toolbox,
+    ToolOptions,
+    ToolRound,
+    failed,
+    is_immediate,
+    now,
+    result_message,
+    settle,
+)
 
 __all__ = ["AsyncPort", "Outcome", "Port", "SyncPort", "TurnInput", "adrive", "drive", "turn"]
 
@@ -58,6 +85,18 @@ class Port(Protocol):
 
     def verdict(self) -> Moderation: ...
 
+    def tool_specifications(self, first: bool) -> tuple[ToolSpecification, ...]:
+        """The tools of the next model call (providers asked once, dynamic ones each time)."""
+        ...
+
+    def call_tools(self, requests: Sequence[ToolExecutionRequest]) -> ToolRound:
+        """Run the model's tool calls (in request order, or concurrently) and settle them."""
+        ...
+
+    def emit(self, event: ServiceEvent) -> None:
+        """Hand an event to a streaming caller (nothing otherwise)."""
+        ...
+
     def commit(self, messages: list[ChatMessage]) -> None: ...
 
 
@@ -75,13 +114,19 @@ class TurnInput:
     moderated: bool
     output_retries: int
     keep_user_message_on_error: bool
-    build_request: Callable[[list[ChatMessage], ResponseFormat | None], ChatRequest]
+    build_request: Callable[
+        [list[ChatMessage], ResponseFormat | None, tuple[ToolSpecification, ...]], ChatRequest
+    ]
+    tools: ToolOptions = field(default_factory=ToolOptions)
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
     content: Any
     responses: tuple[ChatResponse, ...]
+    executions: tuple[ToolExecution, ...] = ()
+    immediate: bool = False
+    """The call ended with a tool's result (immediate return), not with a model answer."""
 
     def result(self) -> Result[Any]:
         usage = TokenUsage()
@@ -92,55 +137,108 @@ class Outcome:
         return Result(
             content=self.content,
             token_usage=usage,
-            finish_reason=final.finish_reason,
+            finish_reason=FinishReason.TOOL_EXECUTION if self.immediate else final.finish_reason,
             final_response=final,
             intermediate_responses=self.responses[:-1],
+            tool_executions=self.executions,
         )
 
 
 def turn(given: TurnInput) -> Flow[Outcome]:
-    """The flow of one call: window, model (and moderation beside it), answer, one commit."""
-    pending: list[ChatMessage] = [m for m in (given.system, given.user) if m is not None]
-    spec = given.output
-    response_format = spec.response_format() if spec is not None and given.schema else None
-    instructions = spec.instructions() if spec is not None and not given.schema else ""
-    to_model = _with_instructions(given.user, instructions) if instructions else given.user
+    """The flow of one call: window, model (moderation beside it), tools until the model answers,
+    the answer read as declared, then one commit of the whole turn."""
+    state = _Turn(given)
     if given.moderated:
-        yield from call(Port.start_moderation, [m for m in (given.system, to_model) if m])
-    responses: list[ChatResponse] = []
+        yield from call(Port.start_moderation, [m for m in (given.system, state.to_model) if m])
     try:
-        window = yield from call(Port.window, pending)
-        messages = [to_model if m is given.user else m for m in window]
-        response = yield from call(Port.exchange, given.build_request(messages, response_format))
-        responses.append(response)
-        if given.moderated:
-            verdict = yield from call(Port.verdict)
-            if verdict.flagged:
-                text = verdict.flagged_text or ""
-                raise ModerationError(
-                    f'Text "{shorten(text)}" violates content policy', moderation=verdict
-                )
-        content = None
-        for attempt in range(given.output_retries + 1):
-            try:
-                content = _read(spec, responses[-1])
-                break
-            except OutputParsingError as error:
-                if attempt == given.output_retries:
-                    raise
-                messages = [*messages, responses[-1].ai_message, UserMessage(_retry(error))]
-                response = yield from call(
-                    Port.exchange, given.build_request(messages, response_format)
-                )
-                responses.append(response)
+        immediate = yield from _converse(state)
+        content = None if immediate else (yield from _answer(state))
     except ModerationError:
         raise
     except Exception:
         if given.keep_user_message_on_error:
-            yield from call(Port.commit, pending)
+            yield from call(Port.commit, state.opening)
         raise
-    yield from call(Port.commit, [*pending, responses[-1].ai_message])
-    return Outcome(content, tuple(responses))
+    if not immediate:
+        state.pending.append(state.responses[-1].ai_message)
+    yield from call(Port.commit, state.pending)
+    return Outcome(content, tuple(state.responses), tuple(state.executions), immediate)
+
+
+class _Turn:
+    """What a turn has gathered so far."""
+
+    def __init__(self, given: TurnInput) -> None:
+        self.given = given
+        self.opening: list[ChatMessage] = [m for m in (given.system, given.user) if m is not None]
+        self.pending = list(self.opening)
+        """The turn's messages as they will be stored."""
+        spec = given.output
+        self.response_format = spec.response_format() if spec and given.schema else None
+        instructions = spec.instructions() if spec and not given.schema else ""
+        self.to_model = _with_instructions(given.user, instructions) if instructions else given.user
+        self.responses: list[ChatResponse] = []
+        self.executions: list[ToolExecution] = []
+        self.messages: list[ChatMessage] = []
+        """The last request's messages."""
+        self.specs: tuple[ToolSpecification, ...] = ()
+
+    def request(self, extra: Sequence[ChatMessage] = ()) -> ChatRequest:
+        messages = [*self.messages, *extra]
+        return self.given.build_request(messages, self.response_format, self.specs)
+
+
+def _converse(state: _Turn) -> Flow[bool]:
+    """Call the model, run the tools it asks for, until it answers; True when a tool's result
+    ends the call (immediate return)."""
+    given = state.given
+    while True:
+        state.specs = yield from call(Port.tool_specifications, not state.responses)
+        window = yield from call(Port.window, state.pending)
+        state.messages = [state.to_model if m is given.user else m for m in window]
+        response = yield from call(Port.exchange, state.request())
+        state.responses.append(response)
+        if given.moderated and len(state.responses) == 1:
+            _check(moderation=(yield from call(Port.verdict)))
+        calls = response.ai_message.tool_execution_requests
+        if not calls:
+            return False
+        if len(state.responses) > given.tools.max_round_trips:
+            raise ToolLoopError(
+                f"Something is wrong: the model asked for tools more than "
+                f"{given.tools.max_round_trips} times in one call (max_tool_calling_round_trips); "
+                f"nothing was stored"
+            )
+        done = yield from call(Port.call_tools, calls)
+        state.executions.extend(done.executions)
+        state.pending += [response.ai_message, *(result_message(e) for e in done.executions)]
+        for execution in done.executions:
+            yield from call(Port.emit, ToolExecuted(execution))
+        if done.immediate:
+            return True
+
+
+def _check(*, moderation: Moderation) -> None:
+    if moderation.flagged:
+        text = moderation.flagged_text or ""
+        raise ModerationError(
+            f'Text "{shorten(text)}" violates content policy', moderation=moderation
+        )
+
+
+def _answer(state: _Turn) -> Flow[Any]:
+    """The final answer read as the method declares, asking again `output_retries` times."""
+    retries = state.given.output_retries
+    extra: list[ChatMessage] = []
+    for attempt in range(retries + 1):
+        try:
+            return _read(state.given.output, state.responses[-1])
+        except OutputParsingError as error:
+            if attempt == retries:
+                raise
+            extra += [state.responses[-1].ai_message, UserMessage(_retry(error))]
+            state.responses.append((yield from call(Port.exchange, state.request(extra))))
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _read(spec: OutputSpec[Any] | None, response: ChatResponse) -> Any:
@@ -183,7 +281,7 @@ def moderated_texts(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
 
 
 def drive(flow: Flow[T], port: SyncPort, *, forward: bool) -> Generator[ServiceEvent, None, T]:
-    """Run `flow` against `port`, yielding the model's stream events when `forward`."""
+    """Run `flow` against `port`, yielding stream events (model and tools) when `forward`."""
     result: Any = None
     error: BaseException | None = None
     try:
@@ -197,6 +295,10 @@ def drive(flow: Flow[T], port: SyncPort, *, forward: bool) -> Generator[ServiceE
             try:
                 if op.name == "exchange":
                     result = yield from port.exchange_events(_request(op), forward=forward)
+                elif op.name == "emit":
+                    result = None
+                    if forward:
+                        yield op.args[0]  # type: ignore[misc]
                 else:
                     result = getattr(port, op.name)(*op.args, **op.kwargs)
             except Exception as failure:
@@ -231,6 +333,10 @@ async def adrive(
                             yield event
                     if forward:
                         yield result
+                elif op.name == "emit":
+                    result = None
+                    if forward:
+                        yield op.args[0]  # type: ignore[misc]
                 else:
                     result = await getattr(port, op.name)(*op.args, **op.kwargs)
             except Exception as failure:
@@ -250,14 +356,74 @@ def _request(op: Call[Any]) -> ChatRequest:
 
 
 @dataclass(slots=True)
+class TurnTools:
+    """A port's tools for one turn: the toolbox, the options, and calls started early (a
+    streamed tool call starts as soon as it is complete)."""
+
+    toolbox: Toolbox | None
+    options: ToolOptions
+    early: dict[str, Any] = field(default_factory=dict)
+
+    def specifications(
+        self, provided: list[tuple[Any, Sequence[Tool]]]
+    ) -> tuple[ToolSpecification, ...]:
+        return self.toolbox.install(provided) if self.toolbox is not None else ()
+
+    def lookup(self, request: ToolExecutionRequest) -> Tool | None:
+        return self.toolbox.by_name.get(request.name) if self.toolbox is not None else None
+
+    @property
+    def context(self) -> ToolContext:
+        assert self.toolbox is not None
+        return self.toolbox.context
+
+    def finish(self, attempts: list[Attempt]) -> ToolRound:
+        available = self.toolbox.available() if self.toolbox is not None else []
+        executions = [settle(a, self.options, available) for a in attempts]
+        return ToolRound(tuple(executions), is_immediate(attempts, executions))
+
+
+def _run_sync(tool: Tool | None, request: ToolExecutionRequest, tools: TurnTools) -> Attempt:
+    if tools.options.before is not None:
+        tools.options.before(request)
+    started = now()
+    if tool is None:
+        return Attempt(request, None, None, None, started, started)
+    try:
+        output = tool.execute(request.arguments, tools.context)
+    except ToolArgumentsError as error:
+        return Attempt(request, tool, None, error, started, now())
+    except Exception as error:
+        return Attempt(request, tool, None, failed(tool, request, error), started, now())
+    return Attempt(request, tool, output, None, started, now())
+
+
+async def _run_async(tool: Tool | None, request: ToolExecutionRequest, tools: TurnTools) -> Attempt:
+    if tools.options.before is not None:
+        tools.options.before(request)
+    started = now()
+    if tool is None:
+        return Attempt(request, None, None, None, started, started)
+    try:
+        output = await tool.aexecute(request.arguments, tools.context)
+    except ToolArgumentsError as error:
+        return Attempt(request, tool, None, error, started, now())
+    except Exception as error:
+        return Attempt(request, tool, None, failed(tool, request, error), started, now())
+    return Attempt(request, tool, output, None, started, now())
+
+
+@dataclass(slots=True)
 class SyncPort:
-    """A turn's world, blocking: a sync memory (or none), a sync model, moderation on a thread."""
+    """A turn's world, blocking: a sync memory (or none), a sync model, tools and moderation
+    on threads when they run beside the caller."""
 
     memory: AnyMemory | None
     chat: Callable[[ChatRequest], ChatResponse] | None
     stream: Callable[[ChatRequest], Iterator[ServiceEvent]] | None
     moderator: Callable[[list[ChatMessage]], Moderation] | None = None
     executor: Callable[[], concurrent.futures.Executor] | None = None
+    tools: TurnTools = field(default_factory=lambda: TurnTools(None, ToolOptions()))
     _moderation: concurrent.futures.Future[Moderation] | None = None
 
     def window(self, pending: list[ChatMessage]) -> list[ChatMessage]:
@@ -277,6 +443,8 @@ class SyncPort:
             for event in events:
                 if isinstance(event, ChatResponse):
                     response = event
+                elif isinstance(event, CompleteToolCall):
+                    self._start_early(event.request)
                 if forward:
                     yield event
         finally:
@@ -285,6 +453,45 @@ class SyncPort:
                 close()
         assert response is not None, "a stream ends with its ChatResponse"
         return response
+
+    def _start_early(self, request: ToolExecutionRequest) -> None:
+        tools = self.tools
+        if request.id is None or tools.toolbox is None or request.id in tools.early:
+            return
+        tool = tools.lookup(request)
+        if tools.options.concurrent and self.executor is not None:
+            tools.early[request.id] = self.executor().submit(_run_sync, tool, request, tools)
+        else:
+            tools.early[request.id] = _run_sync(tool, request, tools)
+
+    def tool_specifications(self, first: bool) -> tuple[ToolSpecification, ...]:
+        toolbox = self.tools.toolbox
+        if toolbox is None:
+            return ()
+        provided = [(p, _provide_sync(p, toolbox.context)) for p in toolbox.to_ask(first)]
+        return self.tools.specifications(provided)
+
+    def call_tools(self, requests: Sequence[ToolExecutionRequest]) -> ToolRound:
+        tools = self.tools
+        attempts: list[Attempt | concurrent.futures.Future[Attempt]] = []
+        waiting = [r for r in requests if r.id is None or r.id not in tools.early]
+        run_beside = tools.options.concurrent and len(waiting) > 1 and self.executor is not None
+        for request in requests:
+            started = tools.early.pop(request.id, None) if request.id is not None else None
+            if started is not None:
+                attempts.append(started)
+            elif run_beside:
+                assert self.executor is not None
+                attempts.append(
+                    self.executor().submit(_run_sync, tools.lookup(request), request, tools)
+                )
+            else:
+                attempts.append(_run_sync(tools.lookup(request), request, tools))
+        done = [a.result() if isinstance(a, concurrent.futures.Future) else a for a in attempts]
+        return tools.finish(done)
+
+    def emit(self, event: ServiceEvent) -> None:  # pragma: no cover - the driver handles it
+        pass
 
     def start_moderation(self, messages: list[ChatMessage]) -> None:
         assert self.moderator is not None
@@ -304,9 +511,19 @@ class SyncPort:
             self._moderation.cancel()
 
 
+def _provide_sync(provider: Any, context: ToolContext) -> Sequence[Tool]:
+    provide = getattr(provider, "provide", None)
+    if provide is None:
+        raise ConfigurationError(
+            f"the tool provider {provider!r} is async only: call the service from an async "
+            f"method, or give it a provider with provide()"
+        )
+    return provide(context)  # type: ignore[no-any-return]
+
+
 @dataclass(slots=True)
 class AsyncPort:
-    """A turn's world on asyncio; a sync memory or model runs on a worker thread."""
+    """A turn's world on asyncio; a sync memory, model or tool runs on a worker thread."""
 
     memory: AnyMemory | None
     memory_is_async: bool
@@ -316,7 +533,9 @@ class AsyncPort:
     stream: Callable[[ChatRequest], AsyncIterator[ServiceEvent]] | None
     moderator: Callable[[list[ChatMessage]], Any] | None = None
     moderator_is_async: bool = False
+    tools: TurnTools = field(default_factory=lambda: TurnTools(None, ToolOptions()))
     _moderation: asyncio.Future[Moderation] | None = None
+    _tasks: list[asyncio.Task[Attempt]] = field(default_factory=list)
 
     async def window(self, pending: list[ChatMessage]) -> list[ChatMessage]:
         if self.memory is None:
@@ -336,11 +555,52 @@ class AsyncPort:
         events = self.stream(request)
         try:
             async for event in events:
+                if isinstance(event, CompleteToolCall):
+                    self._start_early(event.request)
                 yield event
         finally:
             close = getattr(events, "aclose", None)
             if close is not None:
                 await close()
+
+    def _start_early(self, request: ToolExecutionRequest) -> None:
+        tools = self.tools
+        if request.id is None or tools.toolbox is None or request.id in tools.early:
+            return
+        task = asyncio.ensure_future(_run_async(tools.lookup(request), request, tools))
+        self._tasks.append(task)
+        tools.early[request.id] = task
+
+    async def tool_specifications(self, first: bool) -> tuple[ToolSpecification, ...]:
+        toolbox = self.tools.toolbox
+        if toolbox is None:
+            return ()
+        provided = [(p, await _provide_async(p, toolbox.context)) for p in toolbox.to_ask(first)]
+        return self.tools.specifications(provided)
+
+    async def call_tools(self, requests: Sequence[ToolExecutionRequest]) -> ToolRound:
+        tools = self.tools
+        started: list[Any] = []
+        for request in requests:
+            early = tools.early.pop(request.id, None) if request.id is not None else None
+            started.append(early if early is not None else None)
+        waiting = sum(1 for s in started if s is None)
+        if tools.options.concurrent and waiting > 1:
+            for index, request in enumerate(requests):
+                if started[index] is None:
+                    task = asyncio.ensure_future(_run_async(tools.lookup(request), request, tools))
+                    self._tasks.append(task)
+                    started[index] = task
+        attempts = []
+        for request, begun in zip(requests, started, strict=True):
+            if begun is None:
+                attempts.append(await _run_async(tools.lookup(request), request, tools))
+            else:
+                attempts.append(await begun)
+        return tools.finish(attempts)
+
+    async def emit(self, event: ServiceEvent) -> None:  # pragma: no cover - the driver does it
+        pass
 
     async def start_moderation(self, messages: list[ChatMessage]) -> None:
         assert self.moderator is not None
@@ -365,6 +625,16 @@ class AsyncPort:
     async def aclose(self) -> None:
         if self._moderation is not None and not self._moderation.done():
             self._moderation.cancel()
+        for task in self._tasks:
+            if not task.done():
+                task.cancel()
+
+
+async def _provide_async(provider: Any, context: ToolContext) -> Sequence[Tool]:
+    aprovide = getattr(provider, "aprovide", None)
+    if aprovide is not None:
+        return await aprovide(context)  # type: ignore[no-any-return]
+    return await asyncio.to_thread(provider.provide, context)
 
 
 def _preview_sync(memory: AnyMemory, pending: list[ChatMessage]) -> list[ChatMessage]:

@@ -1,0 +1,214 @@
+"""The tool side of a turn, apart from I/O: which tools a model call offers, how a tool call's
+outcome becomes the text the model reads (the service's strategies), and when a round of tool
+calls ends the turn (immediate return)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Literal, TypeAlias
+
+from .._errors import ConfigurationError
+from .._messages import ToolExecutionRequest, ToolExecutionResultMessage
+from ..models import ToolSpecification
+from ..tools import (
+    AsyncToolProvider,
+    Tool,
+    ToolArgumentsError,
+    ToolContext,
+    ToolExecutionError,
+    ToolOutput,
+    ToolProvider,
+)
+from ._results import ToolExecution
+
+__all__ = [
+    "Attempt",
+    "ToolOptions",
+    "ToolRound",
+    "Toolbox",
+    "failed",
+    "is_immediate",
+    "now",
+    "result_message",
+    "settle",
+]
+
+ArgumentsHandler: TypeAlias = Callable[[ToolArgumentsError, ToolExecutionRequest], str]
+ErrorHandler: TypeAlias = Callable[[ToolExecutionError, ToolExecutionRequest], str]
+UnknownToolHandler: TypeAlias = Callable[[ToolExecutionRequest, Sequence[str]], str]
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOptions:
+    """How a service runs the tools the model calls."""
+
+    max_round_trips: int = 100
+    concurrent: bool = False
+    on_invalid_arguments: ArgumentsHandler | None = None
+    on_tool_error: ErrorHandler | None = None
+    on_unknown_tool: UnknownToolHandler | Literal["raise"] | None = None
+    before: Callable[[ToolExecutionRequest], None] | None = None
+    after: Callable[[ToolExecution], None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One tool call as it ran: its output, or the error it raised, or no tool at all."""
+
+    request: ToolExecutionRequest
+    tool: Tool | None
+    output: ToolOutput | None
+    error: ToolArgumentsError | ToolExecutionError | None
+    started_at: datetime
+    finished_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRound:
+    executions: tuple[ToolExecution, ...]
+    immediate: bool
+
+
+def failed(tool: Tool, request: ToolExecutionRequest, error: Exception) -> ToolExecutionError:
+    """`error` as a `ToolExecutionError` (a hand-written tool may raise anything)."""
+    if isinstance(error, ToolExecutionError):
+        return error
+    message = str(error) or type(error).__name__
+    wrapped = ToolExecutionError(message, tool=request.name, cause=error)
+    wrapped.__cause__ = error
+    return wrapped
+
+
+def settle(attempt: Attempt, options: ToolOptions, available: Sequence[str]) -> ToolExecution:
+    """The execution the model hears about: the tool's output, or what the strategy for its
+    failure says. A strategy that raises ends the service call (nothing stored)."""
+    request, output = attempt.request, attempt.output
+    error = attempt.error
+    if attempt.tool is None:
+        text, is_error, value = _unknown(request, options, available), True, None
+    elif isinstance(error, ToolArgumentsError):
+        handler = options.on_invalid_arguments
+        text = handler(error, request) if handler is not None else _invalid(error, request)
+        is_error, value = True, None
+    elif error is not None:
+        handler_ = options.on_tool_error
+        text = handler_(error, request) if handler_ is not None else str(error)
+        is_error, value = True, None
+    else:
+        assert output is not None
+        text, is_error, value = output.text, output.is_error, output.value
+    if not isinstance(text, str):
+        raise ConfigurationError(
+            f"a tool strategy must return the text for the model, got {text!r}"
+        )
+    execution = ToolExecution(
+        request=request,
+        result=text,
+        result_object=value,
+        is_error=is_error,
+        started_at=attempt.started_at,
+        finished_at=attempt.finished_at,
+    )
+    if options.after is not None:
+        options.after(execution)
+    return execution
+
+
+def _unknown(request: ToolExecutionRequest, options: ToolOptions, available: Sequence[str]) -> str:
+    handler = options.on_unknown_tool
+    if handler == "raise":
+        raise ConfigurationError(
+            f"the model called the tool {request.name!r}, but there is no such tool (it has "
+            f"{', '.join(available) or 'no tools'}); set on_unknown_tool to let it try again"
+        )
+    if handler is not None:
+        return handler(request, available)
+    names = ", ".join(available)
+    return (
+        f"There is no tool named {json.dumps(request.name)}. "
+        + (f"The tools are: {names}." if names else "No tools are available.")
+        + " Call one of them, or answer without a tool."
+    )
+
+
+def _invalid(error: ToolArgumentsError, request: ToolExecutionRequest) -> str:
+    return f"Invalid arguments for the tool {json.dumps(request.name)}: {error}. Call it again."
+
+
+def is_immediate(attempts: Sequence[Attempt], executions: Sequence[ToolExecution]) -> bool:
+    """§3.6: no tool failed, and the last tool returns `immediate_if_last` or every tool
+    returns immediately."""
+    if not attempts or any(e.is_error for e in executions):
+        return False
+    behaviors = [a.tool.return_behavior if a.tool is not None else "to_model" for a in attempts]
+    return behaviors[-1] == "immediate_if_last" or all(b != "to_model" for b in behaviors)
+
+
+def result_message(execution: ToolExecution) -> ToolExecutionResultMessage:
+    request = execution.request
+    return ToolExecutionResultMessage(
+        request.id,
+        request.name,
+        execution.result,
+        is_error=True if execution.is_error else None,
+    )
+
+
+@dataclass(slots=True)
+class Toolbox:
+    """The tools of one service call: the service's own, and what its providers give.
+
+    Providers that are not dynamic are asked once per call; dynamic ones before every model
+    call. A provided tool may not reuse the name of another tool.
+    """
+
+    static: tuple[Tool, ...]
+    providers: tuple[ToolProvider | AsyncToolProvider, ...]
+    context: ToolContext
+    _once: list[Tool] | None = None
+    by_name: dict[str, Tool] = field(default_factory=dict)
+
+    def to_ask(self, first: bool) -> list[ToolProvider | AsyncToolProvider]:
+        return [p for p in self.providers if first or p.dynamic]
+
+    def install(
+        self, provided: Iterable[tuple[ToolProvider | AsyncToolProvider, Sequence[Tool]]]
+    ) -> tuple[ToolSpecification, ...]:
+        fresh: list[Tool] = []
+        once: list[Tool] = []
+        for provider, tools in provided:
+            (fresh if provider.dynamic else once).extend(_check_tools(tools, provider))
+        if self._once is None:
+            self._once = once
+        by_name: dict[str, Tool] = {}
+        for tool in (*self.static, *self._once, *fresh):
+            name = tool.specification.name
+            if name in by_name:
+                raise ConfigurationError(
+                    f"two tools are named {name!r} (a tool provider gave one that exists "
+                    f"already); tool names must be unique"
+                )
+            by_name[name] = tool
+        self.by_name = by_name
+        return tuple(tool.specification for tool in by_name.values())
+
+    def available(self) -> list[str]:
+        return list(self.by_name)
+
+
+def _check_tools(tools: object, provider: object) -> list[Tool]:
+    items = list(tools) if isinstance(tools, (list, tuple)) else None
+    if items is None or not all(isinstance(t, Tool) for t in items):
+        raise ConfigurationError(f"the tool provider {provider!r} must return a list of tools")
+    return items
+
+
+def request_map(requests: Sequence[ToolExecutionRequest]) -> Mapping[str, int]:
+    return {r.id: i for i, r in enumerate(requests) if r.id is not None}
