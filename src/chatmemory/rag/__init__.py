@@ -1,0 +1,98 @@
+"""Retrieval augmentation (LangChain4j's RAG pipeline): transform the user's query, route it to
+content retrievers, fuse what they find, and inject it into the user message.
+
+```python
+from chatmemory.rag import DefaultRetrievalAugmentor, EmbeddingStoreContentRetriever
+augmentor = DefaultRetrievalAugmentor(
+    content_retriever=EmbeddingStoreContentRetriever(store, embedding_model, max_results=5)
+)
+```
+"""
+
+from ._aggregation import (
+    DefaultContentAggregator,
+    ReciprocalRankFuser,
+    ReRankingContentAggregator,
+    ScoringModel,
+)
+from ._augmentor import (
+    AugmentationRequest,
+    AugmentationResult,
+    DefaultContentInjector,
+    DefaultRetrievalAugmentor,
+    RetrievalAugmentor,
+)
+from ._embeddings import (
+    AsyncEmbeddingModel,
+    Embedding,
+    EmbeddingMatch,
+    EmbeddingModel,
+    EmbeddingSearchRequest,
+    EmbeddingSearchResult,
+    EmbeddingStore,
+    FullTextSearch,
+    cosine_similarity,
+    relevance_score,
+)
+from ._filters import Filter, MetadataKey, key
+from ._retrievers import (
+    EmbeddingStoreContentRetriever,
+    FullTextContentRetriever,
+    HybridContentRetriever,
+)
+from ._stages import (
+    CompressingQueryTransformer,
+    ContentAggregator,
+    ContentInjector,
+    ContentRetriever,
+    DefaultQueryRouter,
+    DefaultQueryTransformer,
+    ExpandingQueryTransformer,
+    LanguageModelQueryRouter,
+    QueryRouter,
+    QueryTransformer,
+)
+from ._values import Content, ContentKey, Query, QueryMetadata, TextSegment
+
+__all__ = [
+    "AsyncEmbeddingModel",
+    "AugmentationRequest",
+    "AugmentationResult",
+    "CompressingQueryTransformer",
+    "Content",
+    "ContentAggregator",
+    "ContentInjector",
+    "ContentKey",
+    "ContentRetriever",
+    "DefaultContentAggregator",
+    "DefaultContentInjector",
+    "DefaultQueryRouter",
+    "DefaultQueryTransformer",
+    "DefaultRetrievalAugmentor",
+    "Embedding",
+    "EmbeddingMatch",
+    "EmbeddingModel",
+    "EmbeddingSearchRequest",
+    "EmbeddingSearchResult",
+    "EmbeddingStore",
+    "EmbeddingStoreContentRetriever",
+    "ExpandingQueryTransformer",
+    "Filter",
+    "FullTextContentRetriever",
+    "FullTextSearch",
+    "HybridContentRetriever",
+    "LanguageModelQueryRouter",
+    "MetadataKey",
+    "Query",
+    "QueryMetadata",
+    "QueryRouter",
+    "QueryTransformer",
+    "ReRankingContentAggregator",
+    "ReciprocalRankFuser",
+    "RetrievalAugmentor",
+    "ScoringModel",
+    "TextSegment",
+    "cosine_similarity",
+    "key",
+    "relevance_score",
+]

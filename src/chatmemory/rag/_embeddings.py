@@ -1,0 +1,169 @@
+"""Embeddings, the models that make them and the stores that search them (LangChain4j's
+`EmbeddingModel` / `EmbeddingStore` contracts, in Python)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from .._errors import ConfigurationError
+from ._filters import Filter
+from ._values import TextSegment
+
+__all__ = [
+    "AsyncEmbeddingModel",
+    "Embedding",
+    "EmbeddingMatch",
+    "EmbeddingModel",
+    "EmbeddingSearchRequest",
+    "EmbeddingSearchResult",
+    "EmbeddingStore",
+    "FullTextSearch",
+    "cosine_similarity",
+    "relevance_score",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Embedding:
+    """A vector of floats."""
+
+    vector: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        try:
+            vector = tuple(float(x) for x in self.vector)
+        except (TypeError, ValueError):
+            raise ConfigurationError(
+                f"an Embedding is a sequence of numbers, got {self.vector!r}"
+            ) from None
+        if not vector:
+            raise ConfigurationError("an Embedding needs at least one number")
+        object.__setattr__(self, "vector", vector)
+
+    @property
+    def dimension(self) -> int:
+        return len(self.vector)
+
+    def normalized(self) -> Embedding:
+        norm = math.sqrt(sum(x * x for x in self.vector))
+        return self if norm == 0 else Embedding(tuple(x / norm for x in self.vector))
+
+
+def cosine_similarity(a: Embedding, b: Embedding) -> float:
+    """Cosine of the angle between `a` and `b` (the denominator floored at 1e-8)."""
+    if a.dimension != b.dimension:
+        raise ConfigurationError(
+            f"cannot compare embeddings of dimension {a.dimension} and {b.dimension}"
+        )
+    dot = sum(x * y for x, y in zip(a.vector, b.vector, strict=True))
+    norms = math.sqrt(sum(x * x for x in a.vector)) * math.sqrt(sum(y * y for y in b.vector))
+    return dot / max(norms, 1e-8)
+
+
+def relevance_score(cosine: float) -> float:
+    """LangChain4j's relevance: the cosine mapped from [-1, 1] to [0, 1]."""
+    return (cosine + 1) / 2
+
+
+@runtime_checkable
+class EmbeddingModel(Protocol):
+    """Turns texts into embeddings of `dimension` numbers."""
+
+    @property
+    def dimension(self) -> int: ...
+
+    def embed_all(self, texts: Sequence[str]) -> list[Embedding]: ...
+
+
+@runtime_checkable
+class AsyncEmbeddingModel(Protocol):
+    """`EmbeddingModel` for asyncio."""
+
+    @property
+    def dimension(self) -> int: ...
+
+    async def aembed_all(self, texts: Sequence[str]) -> list[Embedding]: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EmbeddingSearchRequest:
+    """The `max_results` stored embeddings nearest `query_embedding` with a relevance score of at
+    least `min_score` among those whose segment's metadata passes `filter`."""
+
+    query_embedding: Embedding
+    max_results: int = 3
+    min_score: float = 0.0
+    filter: Filter | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.query_embedding, Embedding):
+            raise ConfigurationError(
+                f"`query_embedding` must be an Embedding, got {self.query_embedding!r}"
+            )
+        if isinstance(self.max_results, bool) or not isinstance(self.max_results, int):
+            raise ConfigurationError(f"`max_results` must be an int, got {self.max_results!r}")
+        if self.max_results < 1:
+            raise ConfigurationError(f"`max_results` must be at least 1, got {self.max_results}")
+        if not isinstance(self.min_score, (int, float)) or not 0 <= self.min_score <= 1:
+            raise ConfigurationError(f"`min_score` must be in [0, 1], got {self.min_score!r}")
+        if self.filter is not None and not isinstance(self.filter, Filter):
+            raise ConfigurationError(f"`filter` must be a Filter, got {self.filter!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingMatch:
+    """One stored embedding a search found, with its relevance `score` (0..1)."""
+
+    score: float
+    embedding_id: str
+    embedding: Embedding | None
+    embedded: TextSegment | None
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingSearchResult:
+    """The matches of a search, best first."""
+
+    matches: tuple[EmbeddingMatch, ...]
+
+
+@runtime_checkable
+class EmbeddingStore(Protocol):
+    """Stores embeddings (with the segment each was made from) and finds the nearest ones."""
+
+    def add(
+        self, embedding: Embedding, segment: TextSegment | None = None, *, id: str | None = None
+    ) -> str:
+        """Store one embedding; returns its id (a new UUID unless `id` is given)."""
+        ...
+
+    def add_all(
+        self,
+        embeddings: Sequence[Embedding],
+        segments: Sequence[TextSegment] | None = None,
+        *,
+        ids: Sequence[str] | None = None,
+    ) -> list[str]:
+        """Store several at once (one transaction where the store has them); their ids."""
+        ...
+
+    def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult: ...
+
+    def remove(self, id: str) -> None: ...
+
+    def remove_all(self, ids: Sequence[str] | None = None, *, filter: Filter | None = None) -> None:
+        """Remove these ids, or what matches `filter`, or (neither given) everything."""
+        ...
+
+
+@runtime_checkable
+class FullTextSearch(Protocol):
+    """A store that also finds segments by their words (BM25 or the like), for hybrid retrieval.
+    Scores are the store's, higher is better; only the order matters to fusion."""
+
+    def search_text(
+        self, text: str, *, max_results: int = 3, filter: Filter | None = None
+    ) -> list[EmbeddingMatch]: ...
