@@ -44,6 +44,10 @@ class QueryMetadata:
     chat_memory: Sequence[ChatMessage] | None = None
     memory_id: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.chat_memory is not None:  # a tuple: queries are dict keys during aggregation
+            object.__setattr__(self, "chat_memory", tuple(self.chat_memory))
+
 
 @dataclass(frozen=True, slots=True)
 class Query:

@@ -23,6 +23,7 @@ from ._memories import ChatMemoryProvider
 from ._results import (
     AsyncTokenStream,
     Result,
+    Retrieved,
     ServiceEvent,
     TokenStream,
     ToolExecuted,
@@ -36,6 +37,7 @@ __all__ = [
     "ChatMemoryProvider",
     "MemoryId",
     "Result",
+    "Retrieved",
     "ServiceEvent",
     "TokenStream",
     "ToolExecuted",

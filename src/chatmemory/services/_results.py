@@ -14,6 +14,7 @@ from ..models._events import CompleteToolCall, PartialText, PartialThinking, Par
 __all__ = [
     "AsyncTokenStream",
     "Result",
+    "Retrieved",
     "ServiceEvent",
     "TokenStream",
     "ToolExecuted",
@@ -46,6 +47,13 @@ class ToolExecuted:
     execution: ToolExecution
 
 
+@dataclass(frozen=True, slots=True)
+class Retrieved:
+    """Stream event: what retrieval found for the call (before the first model call)."""
+
+    contents: tuple[Any, ...]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Result(Generic[T]):
     """A service call's answer with what it took to get it.
@@ -66,7 +74,13 @@ class Result(Generic[T]):
 
 
 ServiceEvent: TypeAlias = (
-    PartialText | PartialThinking | PartialToolCall | CompleteToolCall | ToolExecuted | ChatResponse
+    PartialText
+    | PartialThinking
+    | PartialToolCall
+    | CompleteToolCall
+    | Retrieved
+    | ToolExecuted
+    | ChatResponse
 )
 """What a token stream yields: the model's stream events (each model call ends with its
 `ChatResponse`) and, between model calls, the tools that ran."""

@@ -31,6 +31,7 @@ from ..models import (
     ResponseFormat,
     ToolSpecification,
 )
+from ..rag import ContentRetriever, DefaultRetrievalAugmentor, RetrievalAugmentor
 from ..tools import AsyncToolProvider, Tool, ToolContext, ToolProvider
 from ._declaration import (
     CONTENT_TYPES,
@@ -43,7 +44,17 @@ from ._declaration import (
 from ._memories import AnyMemory, ChatMemoryProvider, Memories, is_async_memory
 from ._results import AsyncTokenStream, Result, ServiceEvent, TokenStream, ToolExecution
 from ._tooling import ArgumentsHandler, ErrorHandler, Toolbox, ToolOptions, UnknownToolHandler
-from ._turn import AsyncPort, Outcome, SyncPort, TurnInput, TurnTools, adrive, drive, turn
+from ._turn import (
+    AsyncPort,
+    Outcome,
+    Retrieval,
+    SyncPort,
+    TurnInput,
+    TurnTools,
+    adrive,
+    drive,
+    turn,
+)
 
 __all__ = ["ChatMemoryAccess", "ai_service"]
 
@@ -93,6 +104,10 @@ def ai_service(
     on_unknown_tool: UnknownToolHandler | Literal["raise"] | None = None,
     before_tool_execution: Callable[[ToolExecutionRequest], None] | None = None,
     after_tool_execution: Callable[[ToolExecution], None] | None = None,
+    retrieval_augmentor: RetrievalAugmentor | None = None,
+    content_retriever: ContentRetriever | None = None,
+    store_retrieved_content_in_memory: bool = True,
+    answer_when_nothing_retrieved: str | Callable[[str], str] | None = None,
 ) -> S:
     """An object implementing the methods `cls` declares by calling the model.
 
@@ -125,6 +140,11 @@ def ai_service(
       (or raise to end the call; `on_unknown_tool="raise"` does). By default the error's text
       goes back, so the model can correct itself. `before_tool_execution(request)` and
       `after_tool_execution(execution)` see every call.
+    * `retrieval_augmentor` (or just a `content_retriever`): what to retrieve for the user
+      message and put into it (`chatmemory.rag`); `Result.sources` says what was found. With
+      `store_retrieved_content_in_memory=False` memory keeps the user's own words while every
+      model call of the turn sees the augmented message. `answer_when_nothing_retrieved` (a text,
+      or a function of the user's text) answers without calling the model when nothing is found.
     """
     if chat_model is None and streaming_chat_model is None:
         raise ConfigurationError(
@@ -153,6 +173,18 @@ def ai_service(
         raise ConfigurationError(
             f"`on_unknown_tool` is a function of (request, tool names) or 'raise', got "
             f"{on_unknown_tool!r}"
+        )
+    augmentor = _augmentor(retrieval_augmentor, content_retriever)
+    retrieval = None
+    if augmentor is not None:
+        retrieval = Retrieval(
+            store_in_memory=bool(store_retrieved_content_in_memory),
+            when_nothing=_when_nothing(answer_when_nothing_retrieved),
+        )
+    elif answer_when_nothing_retrieved is not None:
+        raise ConfigurationError(
+            "`answer_when_nothing_retrieved` needs retrieval: pass content_retriever=... or "
+            "retrieval_augmentor=..."
         )
     tool_options = ToolOptions(
         max_round_trips=max_tool_calling_round_trips,
@@ -185,6 +217,8 @@ def ai_service(
         tools=collect_tools(tools),
         tool_providers=_providers(tool_providers),
         tool_options=tool_options,
+        augmentor=augmentor,
+        retrieval=retrieval,
     )
     return cast(S, runtime.build())
 
@@ -216,8 +250,12 @@ class _Runtime:
         tools: list[Tool],
         tool_providers: tuple[ToolProvider | AsyncToolProvider, ...],
         tool_options: ToolOptions,
+        augmentor: RetrievalAugmentor | None,
+        retrieval: Retrieval | None,
     ) -> None:
         self.declaration = declaration
+        self.augmentor = augmentor
+        self.retrieval = retrieval
         self.tools = tuple(tools)
         self.tool_providers = tool_providers
         self.tool_options = tool_options
@@ -439,6 +477,8 @@ class _Runtime:
             keep_user_message_on_error=self.keep_user,
             build_request=build,
             tools=self.tool_options,
+            retrieval=self.retrieval,
+            memory_id=call.memory_id,
         )
 
     def _tools(self, memory_id: str) -> TurnTools:
@@ -457,7 +497,15 @@ class _Runtime:
         chat = getattr(self.chat_model, "chat", None)
         stream = getattr(self.streaming_chat_model, "stream", None)
         moderate = getattr(self.moderation_model, "moderate", None)
-        return SyncPort(memory, chat, stream, moderate, self._pool, self._tools(call.memory_id))
+        return SyncPort(
+            memory,
+            chat,
+            stream,
+            moderate,
+            self._pool,
+            self._tools(call.memory_id),
+            self.augmentor,
+        )
 
     def _async_port(self, call: _Call) -> AsyncPort:
         memory = self.memories.get(call.memory_id)
@@ -475,6 +523,7 @@ class _Runtime:
             moderate,
             amoderate is not None,
             self._tools(call.memory_id),
+            self.augmentor,
         )
 
     def _pool(self) -> concurrent.futures.Executor:
@@ -603,6 +652,34 @@ def _contents(plan: MethodPlan, name: str, value: object) -> list[Content]:
                 f"{plan.where}: parameter {name!r} holds contents (images, audio...), got {item!r}"
             )
     return cast(list[Content], items)
+
+
+def _augmentor(
+    augmentor: RetrievalAugmentor | None, retriever: ContentRetriever | None
+) -> RetrievalAugmentor | None:
+    if augmentor is not None and retriever is not None:
+        raise ConfigurationError(
+            "pass retrieval_augmentor or content_retriever, not both (a content retriever is "
+            "the simple case of an augmentor: DefaultRetrievalAugmentor(content_retriever=...))"
+        )
+    if retriever is not None:
+        if not isinstance(retriever, ContentRetriever):
+            raise ConfigurationError(f"{retriever!r} is not a content retriever (retrieve)")
+        return DefaultRetrievalAugmentor(content_retriever=retriever)
+    if augmentor is not None and not isinstance(augmentor, RetrievalAugmentor):
+        raise ConfigurationError(f"{augmentor!r} is not a retrieval augmentor (augment)")
+    return augmentor
+
+
+def _when_nothing(answer: str | Callable[[str], str] | None) -> Callable[[str], str] | None:
+    if answer is None or callable(answer):
+        return answer
+    if not isinstance(answer, str):
+        raise ConfigurationError(
+            f"`answer_when_nothing_retrieved` is a text or a function of the user's text, got "
+            f"{answer!r}"
+        )
+    return lambda _text: answer
 
 
 def collect_tools(items: Iterable[object]) -> list[Tool]:

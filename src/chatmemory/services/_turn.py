@@ -41,10 +41,17 @@ from ..models import (
     ToolSpecification,
 )
 from ..models._events import CompleteToolCall
+from ..rag import (
+    AugmentationRequest,
+    AugmentationResult,
+    Content,
+    QueryMetadata,
+    RetrievalAugmentor,
+)
 from ..tools import Tool, ToolArgumentsError, ToolContext
 from ._memories import AnyMemory
 from ._output import OutputSpec
-from ._results import Result, ServiceEvent, ToolExecuted, ToolExecution
+from ._results import Result, Retrieved, ServiceEvent, ToolExecuted, ToolExecution
 from ._tooling import (
     Attempt,
     Toolbox,
@@ -85,6 +92,12 @@ class Port(Protocol):
 
     def verdict(self) -> Moderation: ...
 
+    def history(self) -> list[ChatMessage] | None:
+        """The memory's messages before this turn (None without memory)."""
+        ...
+
+    def augment(self, request: AugmentationRequest) -> AugmentationResult: ...
+
     def tool_specifications(self, first: bool) -> tuple[ToolSpecification, ...]:
         """The tools of the next model call (providers asked once, dynamic ones each time)."""
         ...
@@ -118,6 +131,19 @@ class TurnInput:
         [list[ChatMessage], ResponseFormat | None, tuple[ToolSpecification, ...]], ChatRequest
     ]
     tools: ToolOptions = field(default_factory=ToolOptions)
+    retrieval: Retrieval | None = None
+    memory_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Retrieval:
+    """How a service augments the user message with what it retrieves."""
+
+    store_in_memory: bool = True
+    """Store the augmented user message (else the user's own; the model sees the augmented one
+    either way, in every model call of the turn)."""
+    when_nothing: Callable[[str], str] | None = None
+    """The answer (a function of the user's text) when nothing is retrieved: no model call."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +153,7 @@ class Outcome:
     executions: tuple[ToolExecution, ...] = ()
     immediate: bool = False
     """The call ended with a tool's result (immediate return), not with a model answer."""
+    sources: tuple[Content, ...] = ()
 
     def result(self) -> Result[Any]:
         usage = TokenUsage()
@@ -141,17 +168,19 @@ class Outcome:
             final_response=final,
             intermediate_responses=self.responses[:-1],
             tool_executions=self.executions,
+            sources=self.sources,
         )
 
 
 def turn(given: TurnInput) -> Flow[Outcome]:
-    """The flow of one call: window, model (moderation beside it), tools until the model answers,
-    the answer read as declared, then one commit of the whole turn."""
+    """The flow of one call: retrieval, window, model (moderation beside it), tools until the
+    model answers, the answer read as declared, then one commit of the whole turn."""
     state = _Turn(given)
     if given.moderated:
         yield from call(Port.start_moderation, [m for m in (given.system, state.to_model) if m])
     try:
-        immediate = yield from _converse(state)
+        answered = yield from _augment(state)
+        immediate = False if answered else (yield from _converse(state))
         content = None if immediate else (yield from _answer(state))
     except ModerationError:
         raise
@@ -162,7 +191,9 @@ def turn(given: TurnInput) -> Flow[Outcome]:
     if not immediate:
         state.pending.append(state.responses[-1].ai_message)
     yield from call(Port.commit, state.pending)
-    return Outcome(content, tuple(state.responses), tuple(state.executions), immediate)
+    return Outcome(
+        content, tuple(state.responses), tuple(state.executions), immediate, state.sources
+    )
 
 
 class _Turn:
@@ -170,22 +201,56 @@ class _Turn:
 
     def __init__(self, given: TurnInput) -> None:
         self.given = given
-        self.opening: list[ChatMessage] = [m for m in (given.system, given.user) if m is not None]
-        self.pending = list(self.opening)
-        """The turn's messages as they will be stored."""
-        spec = given.output
-        self.response_format = spec.response_format() if spec and given.schema else None
-        instructions = spec.instructions() if spec and not given.schema else ""
-        self.to_model = _with_instructions(given.user, instructions) if instructions else given.user
         self.responses: list[ChatResponse] = []
         self.executions: list[ToolExecution] = []
+        self.sources: tuple[Content, ...] = ()
         self.messages: list[ChatMessage] = []
         """The last request's messages."""
         self.specs: tuple[ToolSpecification, ...] = ()
+        spec = given.output
+        self.response_format = spec.response_format() if spec and given.schema else None
+        self.instructions = spec.instructions() if spec and not given.schema else ""
+        self.use(given.user, given.user)
+
+    def use(self, stored: UserMessage, sent: UserMessage) -> None:
+        """The user message as stored and as sent to the model (augmented, with the format
+        instructions)."""
+        self.stored = stored
+        self.opening: list[ChatMessage] = [m for m in (self.given.system, stored) if m is not None]
+        self.pending = list(self.opening)
+        """The turn's messages as they will be stored."""
+        instructions = self.instructions
+        self.to_model = _with_instructions(sent, instructions) if instructions else sent
 
     def request(self, extra: Sequence[ChatMessage] = ()) -> ChatRequest:
         messages = [*self.messages, *extra]
         return self.given.build_request(messages, self.response_format, self.specs)
+
+
+def _augment(state: _Turn) -> Flow[bool]:
+    """Retrieve for the user message and put what was found into it; True when nothing was
+    found and the service answers that without the model."""
+    given, retrieval = state.given, state.given.retrieval
+    if retrieval is None:
+        return False
+    history = yield from call(Port.history)
+    metadata = QueryMetadata(
+        user_message=given.user,
+        system_message=given.system,
+        chat_memory=history,
+        memory_id=given.memory_id,
+    )
+    result = yield from call(Port.augment, AugmentationRequest(given.user, metadata))
+    state.sources = result.contents
+    yield from call(Port.emit, Retrieved(result.contents))
+    stored = result.user_message if retrieval.store_in_memory else given.user
+    state.use(stored, result.user_message)
+    if result.contents or retrieval.when_nothing is None:
+        return False
+    text = retrieval.when_nothing(given.user.text)
+    reply = ChatResponse(ai_message=AiMessage(text), finish_reason=FinishReason.STOP)
+    state.responses.append(reply)
+    return True
 
 
 def _converse(state: _Turn) -> Flow[bool]:
@@ -195,7 +260,7 @@ def _converse(state: _Turn) -> Flow[bool]:
     while True:
         state.specs = yield from call(Port.tool_specifications, not state.responses)
         window = yield from call(Port.window, state.pending)
-        state.messages = [state.to_model if m is given.user else m for m in window]
+        state.messages = [state.to_model if m is state.stored else m for m in window]
         response = yield from call(Port.exchange, state.request())
         state.responses.append(response)
         if given.moderated and len(state.responses) == 1:
@@ -424,6 +489,7 @@ class SyncPort:
     moderator: Callable[[list[ChatMessage]], Moderation] | None = None
     executor: Callable[[], concurrent.futures.Executor] | None = None
     tools: TurnTools = field(default_factory=lambda: TurnTools(None, ToolOptions()))
+    augmentor: RetrievalAugmentor | None = None
     _moderation: concurrent.futures.Future[Moderation] | None = None
 
     def window(self, pending: list[ChatMessage]) -> list[ChatMessage]:
@@ -463,6 +529,13 @@ class SyncPort:
             tools.early[request.id] = self.executor().submit(_run_sync, tool, request, tools)
         else:
             tools.early[request.id] = _run_sync(tool, request, tools)
+
+    def history(self) -> list[ChatMessage] | None:
+        return None if self.memory is None else self.memory.messages()  # type: ignore[return-value]
+
+    def augment(self, request: AugmentationRequest) -> AugmentationResult:
+        assert self.augmentor is not None
+        return self.augmentor.augment(request)
 
     def tool_specifications(self, first: bool) -> tuple[ToolSpecification, ...]:
         toolbox = self.tools.toolbox
@@ -534,6 +607,7 @@ class AsyncPort:
     moderator: Callable[[list[ChatMessage]], Any] | None = None
     moderator_is_async: bool = False
     tools: TurnTools = field(default_factory=lambda: TurnTools(None, ToolOptions()))
+    augmentor: RetrievalAugmentor | None = None
     _moderation: asyncio.Future[Moderation] | None = None
     _tasks: list[asyncio.Task[Attempt]] = field(default_factory=list)
 
@@ -570,6 +644,20 @@ class AsyncPort:
         task = asyncio.ensure_future(_run_async(tools.lookup(request), request, tools))
         self._tasks.append(task)
         tools.early[request.id] = task
+
+    async def history(self) -> list[ChatMessage] | None:
+        if self.memory is None:
+            return None
+        if self.memory_is_async:
+            return await self.memory.messages()  # type: ignore[no-any-return,misc]
+        return await asyncio.to_thread(self.memory.messages)  # type: ignore[arg-type]
+
+    async def augment(self, request: AugmentationRequest) -> AugmentationResult:
+        assert self.augmentor is not None
+        aaugment = getattr(self.augmentor, "aaugment", None)
+        if aaugment is not None:
+            return await aaugment(request)  # type: ignore[no-any-return]
+        return await asyncio.to_thread(self.augmentor.augment, request)
 
     async def tool_specifications(self, first: bool) -> tuple[ToolSpecification, ...]:
         toolbox = self.tools.toolbox
