@@ -112,27 +112,34 @@ class ReRankingContentAggregator:
             kept = kept[: self.max_results]
         return [Content(segment, {ContentKey.RERANKED_SCORE: score}) for segment, score in kept]
 
-    def aggregate(self, found: Mapping[Query, Sequence[list[Content]]]) -> list[Content]:
+    def _prepare(
+        self, found: Mapping[Query, Sequence[list[Content]]]
+    ) -> tuple[str, list[Content]] | None:
+        """The query to score against and the fused contents; None when there is nothing."""
         if not found:
-            return []
+            return None
         query = self._query(found)
         contents = self.fuser.aggregate(found)
-        if not contents:
+        return (query.text, contents) if contents else None
+
+    def aggregate(self, found: Mapping[Query, Sequence[list[Content]]]) -> list[Content]:
+        prepared = self._prepare(found)
+        if prepared is None:
             return []
-        scores = self.scoring_model.score_all([c.segment for c in contents], query.text)
-        return self._rank(contents, scores)
+        query, contents = prepared
+        return self._rank(
+            contents, self.scoring_model.score_all([c.segment for c in contents], query)
+        )
 
     async def aaggregate(self, found: Mapping[Query, Sequence[list[Content]]]) -> list[Content]:
-        if not found:
+        prepared = self._prepare(found)
+        if prepared is None:
             return []
-        query = self._query(found)
-        contents = self.fuser.aggregate(found)
-        if not contents:
-            return []
+        query, contents = prepared
         segments = [c.segment for c in contents]
         ascore = getattr(self.scoring_model, "ascore_all", None)
         if ascore is not None:
-            scores = await ascore(segments, query.text)
+            scores = await ascore(segments, query)
         else:
-            scores = await asyncio.to_thread(self.scoring_model.score_all, segments, query.text)
+            scores = await asyncio.to_thread(self.scoring_model.score_all, segments, query)
         return self._rank(contents, scores)

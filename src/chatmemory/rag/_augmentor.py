@@ -174,8 +174,7 @@ class DefaultRetrievalAugmentor:
         lists: list[list[Content]],
     ) -> AugmentationResult:
         found = self._found(routes, lists)
-        contents = self.content_aggregator.aggregate(found) if found else []
-        return self._inject(request, contents)
+        return self._inject(request, self.content_aggregator.aggregate(found) if found else [])
 
     async def _afinish(
         self,

@@ -13,6 +13,7 @@ import asyncio
 import concurrent.futures
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 from .._errors import (
@@ -48,7 +49,7 @@ from ..rag import (
     QueryMetadata,
     RetrievalAugmentor,
 )
-from ..tools import Tool, ToolArgumentsError, ToolContext
+from ..tools import Tool, ToolArgumentsError, ToolContext, ToolOutput
 from ._memories import AnyMemory
 from ._output import OutputSpec
 from ._results import Result, Retrieved, ServiceEvent, ToolExecuted, ToolExecution
@@ -345,18 +346,29 @@ def moderated_texts(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
 # -- drivers -------------------------------------------------------------------------------
 
 
+def _advance(
+    flow: Flow[T], result: object, error: Exception | None
+) -> tuple[Call[Any] | None, Any]:
+    """The flow's next call, given what the last one returned (or raised: the flow may handle
+    it); ``(None, value)`` when the flow is done."""
+    try:
+        op = flow.throw(error) if error is not None else flow.send(result)
+    except StopIteration as stop:
+        return None, stop.value
+    assert isinstance(op, Call)
+    return op, None
+
+
 def drive(flow: Flow[T], port: SyncPort, *, forward: bool) -> Generator[ServiceEvent, None, T]:
     """Run `flow` against `port`, yielding stream events (model and tools) when `forward`."""
     result: Any = None
-    error: BaseException | None = None
+    error: Exception | None = None
     try:
         while True:
-            try:
-                op = flow.throw(error) if error is not None else flow.send(result)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
+            op, value = _advance(flow, result, error)
+            if op is None:
+                return value  # type: ignore[no-any-return]
             error = None
-            assert isinstance(op, Call)
             try:
                 if op.name == "exchange":
                     result = yield from port.exchange_events(_request(op), forward=forward)
@@ -378,16 +390,14 @@ async def adrive(
 ) -> AsyncIterator[ServiceEvent]:
     """`drive` for asyncio: an async generator of events; the flow's value lands in `done`."""
     result: Any = None
-    error: BaseException | None = None
+    error: Exception | None = None
     try:
         while True:
-            try:
-                op = flow.throw(error) if error is not None else flow.send(result)
-            except StopIteration as stop:
-                done.append(stop.value)
+            op, value = _advance(flow, result, error)
+            if op is None:
+                done.append(value)
                 return
             error = None
-            assert isinstance(op, Call)
             try:
                 if op.name == "exchange":
                     result = None
@@ -448,34 +458,43 @@ class TurnTools:
         return ToolRound(tuple(executions), is_immediate(attempts, executions))
 
 
-def _run_sync(tool: Tool | None, request: ToolExecutionRequest, tools: TurnTools) -> Attempt:
+def _begin(request: ToolExecutionRequest, tools: TurnTools) -> datetime:
     if tools.options.before is not None:
         tools.options.before(request)
-    started = now()
+    return now()
+
+
+def _ended(
+    request: ToolExecutionRequest,
+    tool: Tool,
+    started: datetime,
+    output: ToolOutput | None = None,
+    error: Exception | None = None,
+) -> Attempt:
+    if error is not None and not isinstance(error, ToolArgumentsError):
+        error = failed(tool, request, error)
+    return Attempt(request, tool, output, error, started, now())
+
+
+def _run_sync(tool: Tool | None, request: ToolExecutionRequest, tools: TurnTools) -> Attempt:
+    started = _begin(request, tools)
     if tool is None:
         return Attempt(request, None, None, None, started, started)
     try:
-        output = tool.execute(request.arguments, tools.context)
-    except ToolArgumentsError as error:
-        return Attempt(request, tool, None, error, started, now())
+        return _ended(request, tool, started, tool.execute(request.arguments, tools.context))
     except Exception as error:
-        return Attempt(request, tool, None, failed(tool, request, error), started, now())
-    return Attempt(request, tool, output, None, started, now())
+        return _ended(request, tool, started, error=error)
 
 
 async def _run_async(tool: Tool | None, request: ToolExecutionRequest, tools: TurnTools) -> Attempt:
-    if tools.options.before is not None:
-        tools.options.before(request)
-    started = now()
+    started = _begin(request, tools)
     if tool is None:
         return Attempt(request, None, None, None, started, started)
     try:
         output = await tool.aexecute(request.arguments, tools.context)
-    except ToolArgumentsError as error:
-        return Attempt(request, tool, None, error, started, now())
+        return _ended(request, tool, started, output)
     except Exception as error:
-        return Attempt(request, tool, None, failed(tool, request, error), started, now())
-    return Attempt(request, tool, output, None, started, now())
+        return _ended(request, tool, started, error=error)
 
 
 @dataclass(slots=True)
