@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from chatmemory import (
     ChatMessage,
@@ -106,3 +106,9 @@ def counting(repeat: int = 20) -> str:
 
 def _clone(message: ChatMessage) -> ChatMessage:
     return message_from_json(message_to_json(message))
+
+
+def run(quick: bool = False) -> Iterator[str]:
+    """The core's tables: window growth and token counting."""
+    yield growth((100, 1_000) if quick else CHECKPOINTS)
+    yield counting()

@@ -1,32 +1,44 @@
 """Run the benchmarks and print their tables:
-`python benchmarks/run.py [core] [stores] [turn] [services] [--quick] [--profile STORE]`.
+`python benchmarks/run.py [PART ...] [--quick] [--profile STORE]`.
 
-Not part of the test suite. `core` needs nothing; `stores` and `turn` (a chat turn beside the
-raw driver's floor, issue 7) use the SQLite file store and, when they answer, the Redis and
-PostgreSQL servers named by CHATMEMORY_TEST_REDIS_URL / CHATMEMORY_TEST_POSTGRES_DSN (defaults:
-127.0.0.1, see tests/conftest.py). `services` times an AI-service call beside the same turn
-written by hand, and through the OpenAI SDK against a local server. `--profile STORE` prints
-cProfile's top functions over chat turns on that store at N=10,000.
+Not part of the test suite. A part is a module of this folder with a `run(quick)` function that
+yields tables (`core`, `stores`, `turn`, `services`, and whatever a later issue adds); with no
+part named, all of them run. `stores` and `turn` (a chat turn beside the raw driver's floor,
+issue 7) use the SQLite file store and, when they answer, the Redis and PostgreSQL servers named
+by CHATMEMORY_TEST_REDIS_URL / CHATMEMORY_TEST_POSTGRES_DSN (defaults: 127.0.0.1, see
+tests/conftest.py). `--profile STORE` prints cProfile's top functions over chat turns on that
+store at N=10,000.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol, cast
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
 
-from benchmarks import core
+NOT_PARTS = frozenset({"__init__", "common", "run"})
 
-PARTS = ("core", "stores", "turn", "services")
+
+class Part(Protocol):
+    def run(self, quick: bool = False) -> Iterator[str]: ...
+
+
+def parts() -> list[str]:
+    """Every benchmark module here, `core` first, then by name."""
+    names = sorted(path.stem for path in HERE.glob("*.py") if path.stem not in NOT_PARTS)
+    return sorted(names, key=lambda name: name != "core")
 
 
 def main() -> None:
+    available = parts()
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument(
-        "parts", nargs="*", metavar="core|stores|turn|services", help="default: all"
-    )
+    parser.add_argument("parts", nargs="*", metavar="|".join(available), help="default: all")
     parser.add_argument("--quick", action="store_true", help="smaller N, for a smoke run")
     parser.add_argument(
         "--profile",
@@ -39,28 +51,13 @@ def main() -> None:
 
         print(turn.profile(args.profile), flush=True)
         return
-    parts = args.parts or list(PARTS)
-    for part in parts:
-        if part not in PARTS:
-            parser.error(f"unknown part {part!r}: choose {', '.join(PARTS)}")
-    if "core" in parts:
-        checkpoints = (100, 1_000) if args.quick else core.CHECKPOINTS
-        print(core.growth(checkpoints), flush=True)
-        print(core.counting(), flush=True)
-    if "stores" in parts:
-        from benchmarks import stores
-
-        for report in stores.run(quick=args.quick):
-            print(report, flush=True)
-    if "turn" in parts:
-        from benchmarks import turn
-
-        for report in turn.run(quick=args.quick):
-            print(report, flush=True)
-    if "services" in parts:
-        from benchmarks import services
-
-        for report in services.run(quick=args.quick):
+    chosen = args.parts or available
+    for name in chosen:
+        if name not in available:
+            parser.error(f"unknown part {name!r}: choose {', '.join(available)}")
+    for name in chosen:
+        part = cast(Part, importlib.import_module(f"benchmarks.{name}"))
+        for report in part.run(quick=args.quick):
             print(report, flush=True)
 
 
