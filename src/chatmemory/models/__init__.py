@@ -18,6 +18,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 from ._events import CompleteToolCall, PartialText, PartialThinking, PartialToolCall, StreamEvent
+from ._moderation import AsyncModerationModel, Moderation, ModerationModel
 from ._protocols import (
     AsyncChatModel,
     AsyncStreamingChatModel,
@@ -39,10 +40,12 @@ from ._values import (
 if TYPE_CHECKING:
     from .anthropic import AnthropicChatModel
     from .openai import OpenAiChatModel
+    from .openai_moderation import OpenAiModerationModel
 
 __all__ = [
     "AnthropicChatModel",
     "AsyncChatModel",
+    "AsyncModerationModel",
     "AsyncStreamingChatModel",
     "Capability",
     "ChatModel",
@@ -51,7 +54,10 @@ __all__ = [
     "ChatResponse",
     "CompleteToolCall",
     "FinishReason",
+    "Moderation",
+    "ModerationModel",
     "OpenAiChatModel",
+    "OpenAiModerationModel",
     "PartialText",
     "PartialThinking",
     "PartialToolCall",
@@ -64,7 +70,11 @@ __all__ = [
 ]
 
 # Adapters whose SDK is an optional extra: imported on first use.
-_LAZY = {"AnthropicChatModel": ".anthropic", "OpenAiChatModel": ".openai"}
+_LAZY = {
+    "AnthropicChatModel": ".anthropic",
+    "OpenAiChatModel": ".openai",
+    "OpenAiModerationModel": ".openai_moderation",
+}
 
 
 def __getattr__(name: str) -> object:

@@ -17,8 +17,9 @@ from .._frozen import thaw
 from .._messages import AiMessage
 from ._assembly import StreamAssembler
 from ._events import StreamEvent
+from ._openai_clients import OpenAiClients, require_openai
 from ._protocols import Capability
-from ._sdk import SdkErrors, check_request, mapped_errors, missing_sdk
+from ._sdk import check_request, mapped_errors
 from ._values import (
     ChatParameters,
     ChatRequest,
@@ -28,13 +29,6 @@ from ._values import (
     TokenUsage,
     ToolSpecification,
 )
-
-try:
-    import openai
-except ImportError:  # the optional extra is not installed: the model says so when constructed
-    _openai_missing = True
-else:
-    _openai_missing = False
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI, OpenAI
@@ -85,8 +79,7 @@ class OpenAiChatModel:
         client: OpenAI | None = None,
         async_client: AsyncOpenAI | None = None,
     ) -> None:
-        if _openai_missing:
-            raise missing_sdk("OpenAiChatModel", "openai", "openai")
+        require_openai("OpenAiChatModel")
         if not isinstance(model, str) or not model:
             raise ConfigurationError(f"`model` must be a non-empty str, got {model!r}")
         if max_tokens_field not in ("max_completion_tokens", "max_tokens"):
@@ -100,58 +93,30 @@ class OpenAiChatModel:
             ALL_CAPABILITIES if capabilities is None else frozenset(capabilities)
         )
         self._max_tokens_field = max_tokens_field
-        self._settings: dict[str, Any] = {
-            "base_url": base_url,
-            "api_key": api_key,
-            "organization": organization,
-            "timeout": timeout,
-            "max_retries": max_retries,
-        }
-        self._client = client
-        self._async_client = async_client
-        self._owns_client = client is None
-        self._owns_async_client = async_client is None
-        self._errors = SdkErrors(
-            "OpenAI",
-            openai.OpenAIError,
-            openai.APIStatusError,
-            openai.APIConnectionError,
-            openai.APITimeoutError,
+        self._clients = OpenAiClients(
+            model,
+            base_url=base_url,
+            api_key=api_key,
+            organization=organization,
+            timeout=timeout,
+            max_retries=max_retries,
+            client=client,
+            async_client=async_client,
         )
-        if client is None and async_client is None:
-            self._sync()  # a missing API key is reported now, not at the first call
+        self._errors = self._clients.errors
 
     def __repr__(self) -> str:
-        base_url = self._settings["base_url"]
+        base_url = self._clients.base_url
         where = f", base_url={base_url!r}" if base_url else ""
         return f"OpenAiChatModel(model={self.model!r}{where})"
 
-    # --- clients ----------------------------------------------------------------------------
-
-    def _sync(self) -> OpenAI:
-        if self._client is None:
-            with mapped_errors(self._errors, self.model):
-                self._client = openai.OpenAI(**self._settings)
-        return self._client
-
-    def _async(self) -> AsyncOpenAI:
-        if self._async_client is None:
-            with mapped_errors(self._errors, self.model):
-                self._async_client = openai.AsyncOpenAI(**self._settings)
-        return self._async_client
-
     def close(self) -> None:
         """Closes the sync SDK client this model made (an injected one stays open)."""
-        if self._owns_client and self._client is not None:
-            self._client.close()
-            self._client = None
+        self._clients.close()
 
     async def aclose(self) -> None:
         """Closes the SDK clients this model made (injected ones stay open)."""
-        self.close()
-        if self._owns_async_client and self._async_client is not None:
-            await self._async_client.close()
-            self._async_client = None
+        await self._clients.aclose()
 
     # --- calls ------------------------------------------------------------------------------
 
@@ -159,14 +124,14 @@ class OpenAiChatModel:
         """The model's answer to `request`; `ModelError` when the call fails."""
         args = self._arguments(request)
         with mapped_errors(self._errors, args["model"]):
-            completion = self._sync().chat.completions.create(**args)
+            completion = self._clients.sync().chat.completions.create(**args)
             return _response(completion.model_dump(mode="json"))
 
     async def achat(self, request: ChatRequest, /) -> ChatResponse:
         """The model's answer to `request`, without blocking the event loop."""
         args = self._arguments(request)
         with mapped_errors(self._errors, args["model"]):
-            completion = await self._async().chat.completions.create(**args)
+            completion = await self._clients.async_().chat.completions.create(**args)
             return _response(completion.model_dump(mode="json"))
 
     def stream(self, request: ChatRequest, /) -> Iterator[StreamEvent]:
@@ -182,7 +147,7 @@ class OpenAiChatModel:
     def _stream(self, args: dict[str, Any]) -> Iterator[StreamEvent]:
         state = _StreamState()
         with mapped_errors(self._errors, args["model"]):
-            chunks = self._sync().chat.completions.create(**args)
+            chunks = self._clients.sync().chat.completions.create(**args)
             with chunks:
                 for chunk in chunks:
                     yield from state.feed(chunk.model_dump(mode="json"))
@@ -191,7 +156,7 @@ class OpenAiChatModel:
     async def _astream(self, args: dict[str, Any]) -> AsyncIterator[StreamEvent]:
         state = _StreamState()
         with mapped_errors(self._errors, args["model"]):
-            chunks = await self._async().chat.completions.create(**args)
+            chunks = await self._clients.async_().chat.completions.create(**args)
             async with chunks:
                 async for chunk in chunks:
                     for event in state.feed(chunk.model_dump(mode="json")):

@@ -302,6 +302,18 @@ class _Runtime:
                     f"{plan.where} is marked @moderate, but the service has no moderation "
                     f"model: pass moderation_model=... (e.g. OpenAiModerationModel())"
                 )
+            if plan.moderated and not _has(moderation_model, "moderate"):
+                if not _has(moderation_model, "amoderate"):
+                    raise ConfigurationError(
+                        f"{moderation_model!r} is not a moderation model: it needs "
+                        f"moderate(messages) or amoderate(messages)"
+                    )
+                if not plan.asynchronous:
+                    raise ConfigurationError(
+                        f"{plan.where} is a sync @moderate method, but {moderation_model!r} "
+                        f"only has amoderate: declare the method `async def`, or give a "
+                        f"moderation model with moderate(messages)"
+                    )
 
     # -- building --------------------------------------------------------------------------
 
