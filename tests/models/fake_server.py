@@ -20,7 +20,7 @@ __all__ = ["FakeServer", "Recorded", "Reply"]
 
 @dataclass(frozen=True)
 class Reply:
-    """One scripted answer: a JSON `body` with `status`, or `events` sent as SSE.
+    """One scripted answer: a JSON `body` with `status`, `events` sent as SSE, or `text`.
 
     `events` are ``(event name or None, data)``; data that is not a str is sent as JSON.
     """
@@ -29,8 +29,12 @@ class Reply:
     body: Any = None
     events: Sequence[tuple[str | None, Any]] | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    text: str | None = None
+    """A body that is not JSON (an HTML error page), sent as text/html."""
 
     def encode(self) -> tuple[bytes, str]:
+        if self.text is not None:
+            return self.text.encode(), "text/html"
         if self.events is None:
             return json.dumps(self.body).encode(), "application/json"
         lines: list[str] = []
@@ -66,10 +70,15 @@ class FakeServer:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
-                body = json.loads(raw) if raw else None
+                self._answer("POST", json.loads(raw) if raw else None)
+
+            def do_GET(self) -> None:
+                self._answer("GET", None)
+
+            def _answer(self, method: str, body: Any) -> None:
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 with server._lock:
-                    server.requests.append(Recorded("POST", self.path, headers, body))
+                    server.requests.append(Recorded(method, self.path, headers, body))
                     reply = server._replies.popleft() if server._replies else _UNSCRIPTED
                 payload, content_type = reply.encode()
                 try:

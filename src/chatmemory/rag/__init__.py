@@ -35,6 +35,7 @@ from ._embeddings import (
     relevance_score,
 )
 from ._filters import Filter, MetadataKey, key
+from ._rerank import RerankScoringModel
 from ._retrievers import (
     EmbeddingStoreContentRetriever,
     FullTextContentRetriever,
@@ -53,9 +54,17 @@ from ._stages import (
     QueryTransformer,
 )
 from ._values import Content, ContentKey, Query, QueryMetadata, TextSegment
+from ._web import (
+    AsyncWebSearchEngine,
+    SearxngWebSearchEngine,
+    WebSearchContentRetriever,
+    WebSearchEngine,
+    WebSearchResult,
+)
 
 __all__ = [
     "AsyncEmbeddingModel",
+    "AsyncWebSearchEngine",
     "AugmentationRequest",
     "AugmentationResult",
     "CompressingQueryTransformer",
@@ -89,9 +98,14 @@ __all__ = [
     "QueryTransformer",
     "ReRankingContentAggregator",
     "ReciprocalRankFuser",
+    "RerankScoringModel",
     "RetrievalAugmentor",
     "ScoringModel",
+    "SearxngWebSearchEngine",
     "TextSegment",
+    "WebSearchContentRetriever",
+    "WebSearchEngine",
+    "WebSearchResult",
     "cosine_similarity",
     "key",
     "relevance_score",
