@@ -95,6 +95,16 @@ def test_the_models_and_testing_modules_export_what_their_all_says() -> None:
         models.Nope  # noqa: B018
 
 
+def test_the_rag_module_exports_what_its_all_says_and_loads_drivers_on_use() -> None:
+    import chatmemory.rag as rag
+
+    assert sorted(rag.__all__) == rag.__all__ == sorted(dir(rag))
+    for name in rag.__all__:
+        assert getattr(rag, name) is not None, name
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        rag.Nope  # noqa: B018
+
+
 def test_tests_reach_private_modules_only_to_test_them() -> None:
     """Tests import what users import; a private module is imported only by its own tests."""
     import re

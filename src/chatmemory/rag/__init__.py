@@ -7,7 +7,13 @@ augmentor = DefaultRetrievalAugmentor(
     content_retriever=EmbeddingStoreContentRetriever(store, embedding_model, max_results=5)
 )
 ```
+
+`PgVectorEmbeddingStore` (PostgreSQL with pgvector) loads its driver on first use:
+``pip install 'chatmemory[pgvector]'``.
 """
+
+import importlib
+from typing import TYPE_CHECKING
 
 from ._aggregation import (
     DefaultContentAggregator,
@@ -62,6 +68,9 @@ from ._web import (
     WebSearchResult,
 )
 
+if TYPE_CHECKING:
+    from .pgvector import PgVectorEmbeddingStore
+
 __all__ = [
     "AsyncEmbeddingModel",
     "AsyncWebSearchEngine",
@@ -92,6 +101,7 @@ __all__ = [
     "HybridContentRetriever",
     "LanguageModelQueryRouter",
     "MetadataKey",
+    "PgVectorEmbeddingStore",
     "Query",
     "QueryMetadata",
     "QueryRouter",
@@ -110,3 +120,17 @@ __all__ = [
     "key",
     "relevance_score",
 ]
+
+# Stores whose driver is an optional extra: imported on first use.
+_LAZY = {"PgVectorEmbeddingStore": ".pgvector"}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

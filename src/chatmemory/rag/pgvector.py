@@ -1,0 +1,352 @@
+"""`PgVectorEmbeddingStore`: embeddings in PostgreSQL with the pgvector extension
+(``pip install 'chatmemory[pgvector]'``: psycopg 3, psycopg_pool and the `pgvector` adapter).
+
+One table: the id, the vector (`vector(dimension)`, an HNSW index for cosine distance), the
+segment's text and its metadata (`jsonb`), and a generated `tsvector` of the text with a GIN
+index, so full-text and hybrid retrieval need nothing more. Metadata filters become SQL with
+bound parameters and mean what they mean on every store (see `chatmemory.rag.key`).
+
+Search is approximate, as HNSW is: `ef_search` (default 100) is how many candidates the index
+keeps per search; a filter is applied to those candidates, so a very selective filter can
+return fewer than `max_results` matches. Raise `ef_search` for recall; the relevance score is
+LangChain4j's, ``(cosine + 1) / 2``.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from .._errors import ConfigurationError, StoreError
+from ._embeddings import Embedding, EmbeddingMatch, EmbeddingSearchRequest, EmbeddingSearchResult
+from ._filters import Filter
+from ._values import TextSegment
+
+if TYPE_CHECKING:
+    from psycopg import Connection
+    from psycopg_pool import ConnectionPool
+
+__all__ = ["PgVectorEmbeddingStore"]
+
+_INSTALL = "pip install 'chatmemory[pgvector]'"
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,40}")
+_CONFIG = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _modules() -> tuple[Any, Any, Any, Any]:
+    try:
+        import numpy
+        import psycopg
+        import psycopg_pool
+        from pgvector.psycopg import register_vector
+    except ImportError as error:
+        raise ImportError(
+            f"PgVectorEmbeddingStore needs psycopg 3, psycopg_pool, pgvector and numpy, which "
+            f"are not installed or do not load ({error}); install them with: {_INSTALL}"
+        ) from error
+    return numpy, psycopg, psycopg_pool, register_vector
+
+
+class PgVectorEmbeddingStore:
+    """Embeddings in a PostgreSQL table, searched with pgvector.
+
+    ``PgVectorEmbeddingStore("postgresql://localhost/app", dimension=384)`` keeps its own
+    connection pool (closed by `close()`), creates the extension, table and indexes when
+    missing (`create=True`), and checks that an existing table has the same dimension.
+    `table` is a plain SQL name, optionally ``schema.table``; `text_search_config` is the
+    PostgreSQL text-search configuration of the full-text column ("english", "simple"...).
+    Failures of the server raise `StoreError`.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        dimension: int,
+        table: str = "chatmemory_embeddings",
+        text_search_config: str = "english",
+        create: bool = True,
+        ef_search: int = 100,
+        min_size: int = 1,
+        max_size: int = 4,
+        timeout: float = 30.0,
+    ) -> None:
+        numpy, psycopg, psycopg_pool, register_vector = _modules()
+        if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
+            raise ConfigurationError(f"`dimension` must be a positive int, got {dimension!r}")
+        parts = table.split(".") if isinstance(table, str) else [repr(table)]
+        if not 1 <= len(parts) <= 2 or not all(_NAME.fullmatch(p) for p in parts):
+            raise ConfigurationError(
+                f"`table` is a SQL name of letters, digits and underscores (up to 41), "
+                f"optionally schema.table, got {table!r}"
+            )
+        if not isinstance(text_search_config, str) or not _CONFIG.fullmatch(text_search_config):
+            raise ConfigurationError(
+                f"`text_search_config` names a text-search configuration such as 'english' or "
+                f"'simple', got {text_search_config!r}"
+            )
+        if isinstance(ef_search, bool) or not isinstance(ef_search, int) or ef_search < 1:
+            raise ConfigurationError(f"`ef_search` must be a positive int, got {ef_search!r}")
+        self.dimension = dimension
+        self.table = table
+        self._numpy = numpy
+        self._psycopg = psycopg
+        self._sql = _Statements(psycopg.sql, parts, text_search_config, dimension)
+        self._config = text_search_config
+
+        def configure(conn: Connection[Any]) -> None:
+            if create:  # the type must exist before the adapter can register it
+                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            register_vector(conn)
+            conn.execute(f"SET hnsw.ef_search = {int(ef_search)}")
+
+        self._pool: ConnectionPool[Any] = psycopg_pool.ConnectionPool(
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            timeout=timeout,
+            open=False,
+            kwargs={"autocommit": True},
+            configure=configure,
+            name=f"chatmemory-{table}",
+        )
+        with self._errors("open"):
+            self._pool.open(wait=True, timeout=timeout)
+        try:
+            with self._errors("create the table"), self._pool.connection() as conn:
+                if create:
+                    for statement in self._sql.create:
+                        conn.execute(statement)
+                self._check_dimension(conn)
+        except BaseException:
+            self._pool.close()
+            raise
+
+    def __repr__(self) -> str:
+        return f"PgVectorEmbeddingStore(table={self.table!r}, dimension={self.dimension})"
+
+    def close(self) -> None:
+        """Closes the connection pool."""
+        self._pool.close()
+
+    def __enter__(self) -> PgVectorEmbeddingStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def add(
+        self, embedding: Embedding, segment: TextSegment | None = None, *, id: str | None = None
+    ) -> str:
+        """Store one embedding; returns its id (a new UUID unless `id` is given)."""
+        ids = None if id is None else [id]
+        return self.add_all([embedding], None if segment is None else [segment], ids=ids)[0]
+
+    def add_all(
+        self,
+        embeddings: Sequence[Embedding],
+        segments: Sequence[TextSegment] | None = None,
+        *,
+        ids: Sequence[str] | None = None,
+    ) -> list[str]:
+        """Store several in one transaction; an id already stored is replaced."""
+        embeddings = list(embeddings)
+        for embedding in embeddings:
+            self._check_embedding(embedding)
+        if segments is not None and len(segments) != len(embeddings):
+            raise ConfigurationError(
+                f"add_all got {len(embeddings)} embeddings but {len(segments)} segments"
+            )
+        if ids is not None and len(ids) != len(embeddings):
+            raise ConfigurationError(f"add_all got {len(embeddings)} embeddings but {len(ids)} ids")
+        chosen = [str(uuid.uuid4()) for _ in embeddings] if ids is None else list(ids)
+        if not all(isinstance(i, str) and i for i in chosen):
+            raise ConfigurationError(f"ids are non-empty str, got {chosen!r}")
+        jsonb = self._psycopg.types.json.Jsonb
+        given: list[TextSegment | None] = (
+            list(segments) if segments is not None else [None] * len(embeddings)
+        )
+        rows = [
+            (
+                i,
+                self._numpy.asarray(e.vector, dtype=self._numpy.float32),
+                None if s is None else s.text,
+                jsonb(dict(s.metadata) if s is not None else {}),
+            )
+            for i, e, s in zip(chosen, embeddings, given, strict=True)
+        ]
+        if rows:
+            with (
+                self._errors("add embeddings"),
+                self._pool.connection() as conn,
+                conn.transaction(),
+                conn.cursor() as cursor,
+            ):
+                cursor.executemany(self._sql.upsert, rows)
+        return chosen
+
+    def remove(self, id: str) -> None:
+        """Remove the embedding `id` (nothing happens when it is not stored)."""
+        self.remove_all([id])
+
+    def remove_all(self, ids: Sequence[str] | None = None, *, filter: Filter | None = None) -> None:
+        """Remove these ids, or what matches `filter`, or (neither given) everything."""
+        if ids is not None and filter is not None:
+            raise ConfigurationError("remove_all takes ids or a filter, not both")
+        if ids is not None:
+            if isinstance(ids, str):
+                raise ConfigurationError(f"remove_all takes a list of ids, got the str {ids!r}")
+            statement, params = self._sql.delete_ids, [list(ids)]
+        else:
+            statement, params = self._sql.delete_where(filter)
+        with self._errors("remove embeddings"), self._pool.connection() as conn:
+            conn.execute(statement, params)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult:
+        """The nearest embeddings by cosine, best first, at or above `min_score`."""
+        self._check_embedding(request.query_embedding)
+        query = self._numpy.asarray(request.query_embedding.vector, dtype=self._numpy.float32)
+        statement, params = self._sql.nearest(request.filter)
+        with self._errors("search"), self._pool.connection() as conn:
+            rows = conn.execute(statement, [query, *params, query, request.max_results]).fetchall()
+        matches = [
+            self._match(row, score=1 - float(row[4]) / 2)
+            for row in rows
+            if 1 - float(row[4]) / 2 >= request.min_score
+        ]
+        return EmbeddingSearchResult(tuple(matches))
+
+    def search_text(
+        self, text: str, *, max_results: int = 3, filter: Filter | None = None
+    ) -> list[EmbeddingMatch]:
+        """The segments whose words best match `text` (any of its words; ranked by
+        `ts_rank_cd`), best first."""
+        if not isinstance(text, str):
+            raise ConfigurationError(f"search_text takes a str, got {text!r}")
+        statement, params = self._sql.full_text(filter)
+        with self._errors("search the text"), self._pool.connection() as conn:
+            rows = conn.execute(statement, [text, *params, max_results]).fetchall()
+        return [self._match(row, score=float(row[4])) for row in rows]
+
+    def count(self) -> int:
+        """How many embeddings are stored."""
+        with self._errors("count"), self._pool.connection() as conn:
+            row = conn.execute(self._sql.count).fetchone()
+        return int(row[0]) if row else 0
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _match(self, row: Sequence[Any], *, score: float) -> EmbeddingMatch:
+        id, vector, text, metadata = row[:4]
+        segment = None if text is None else TextSegment(text, metadata or {})
+        return EmbeddingMatch(score, id, Embedding(tuple(vector.to_list())), segment)
+
+    def _check_embedding(self, embedding: object) -> None:
+        if not isinstance(embedding, Embedding):
+            raise ConfigurationError(f"expected an Embedding, got {embedding!r}")
+        if embedding.dimension != self.dimension:
+            raise ConfigurationError(
+                f"{self!r} holds embeddings of dimension {self.dimension}, got one of "
+                f"{embedding.dimension}: use the embedding model the store was made for"
+            )
+
+    def _check_dimension(self, conn: Connection[Any]) -> None:
+        row = conn.execute(self._sql.column_type).fetchone()
+        if row is None:
+            raise StoreError(
+                f"the table {self.table} does not exist; create it with create=True", store=self
+            )
+        expected = f"vector({self.dimension})"
+        if row[0] != expected:
+            raise ConfigurationError(
+                f"the table {self.table} holds {row[0]}, not {expected}: open it with the "
+                f"dimension it was made with, or use another table"
+            )
+
+    @contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        psycopg = self._psycopg
+        try:
+            yield
+        except (psycopg.Error, _pool_errors()) as error:
+            raise StoreError(f"could not {doing} in {self.table}: {error}", store=self) from error
+
+
+def _pool_errors() -> type[Exception]:
+    from psycopg_pool import PoolTimeout
+
+    return PoolTimeout
+
+
+class _Statements:
+    """Every statement of one table, composed once."""
+
+    def __init__(self, sql: Any, parts: list[str], config: str, dimension: int) -> None:
+        self.sql = sql
+        name = sql.Identifier(*parts)
+        base = parts[-1]
+        self.name = name
+        schema = [sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(parts[0]))]
+        self.create = [
+            *(schema if len(parts) == 2 else []),
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {t} (id text PRIMARY KEY, embedding vector({d}) "
+                "NOT NULL, text text, metadata jsonb NOT NULL DEFAULT '{{}}', "
+                "tsv tsvector GENERATED ALWAYS AS (to_tsvector({c}, coalesce(text, ''))) STORED)"
+            ).format(t=name, d=sql.Literal(dimension), c=sql.Literal(config)),
+            sql.SQL(
+                "CREATE INDEX IF NOT EXISTS {i} ON {t} USING hnsw (embedding vector_cosine_ops)"
+            ).format(i=sql.Identifier(f"{base}_hnsw"), t=name),
+            sql.SQL("CREATE INDEX IF NOT EXISTS {i} ON {t} USING gin (tsv)").format(
+                i=sql.Identifier(f"{base}_tsv"), t=name
+            ),
+        ]
+        self.column_type = sql.SQL(
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+            "WHERE attrelid = to_regclass({t}) AND attname = 'embedding'"
+        ).format(t=sql.Literal(".".join(parts)))
+        self.upsert = sql.SQL(
+            "INSERT INTO {t} (id, embedding, text, metadata) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (id) DO UPDATE SET embedding = excluded.embedding, "
+            "text = excluded.text, metadata = excluded.metadata"
+        ).format(t=name)
+        self.delete_ids = sql.SQL("DELETE FROM {t} WHERE id = ANY(%s)").format(t=name)
+        self.count = sql.SQL("SELECT count(*) FROM {t}").format(t=name)
+        self.config = config
+
+    def delete_where(self, condition: Filter | None) -> tuple[Any, list[Any]]:
+        where, params = _filter(condition)
+        return self.sql.SQL("DELETE FROM {t} WHERE {w}").format(t=self.name, w=where), params
+
+    def nearest(self, condition: Filter | None) -> tuple[Any, list[Any]]:
+        where, params = _filter(condition)
+        statement = self.sql.SQL(
+            "SELECT id, embedding, text, metadata, embedding <=> %s AS distance FROM {t} "
+            "WHERE {w} ORDER BY embedding <=> %s, id LIMIT %s"
+        ).format(t=self.name, w=where)
+        return statement, params
+
+    def full_text(self, condition: Filter | None) -> tuple[Any, list[Any]]:
+        where, params = _filter(condition)
+        statement = self.sql.SQL(
+            "WITH q AS (SELECT nullif(replace(plainto_tsquery({c}, %s)::text, '&', '|'), '')"
+            "::tsquery AS query) "
+            "SELECT id, embedding, text, metadata, ts_rank_cd(tsv, q.query) AS rank "
+            "FROM {t}, q WHERE tsv @@ q.query AND {w} ORDER BY rank DESC, id LIMIT %s"
+        ).format(t=self.name, w=where, c=self.sql.Literal(self.config))
+        return statement, params
+
+
+def _filter(condition: Filter | None) -> tuple[Any, list[Any]]:
+    from ._pg_filters import filter_sql
+
+    if condition is not None and not isinstance(condition, Filter):
+        raise ConfigurationError(f"`filter` must be a Filter, got {condition!r}")
+    return filter_sql(condition)
