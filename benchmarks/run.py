@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Protocol, cast
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
+# The project, not this folder, goes first on the path: a part named like a package
+# (`pgvector`) must not shadow it.
+sys.path[0] = str(HERE.parent)
 
 NOT_PARTS = frozenset({"__init__", "common", "run"})
 

@@ -216,6 +216,8 @@ class PgVectorEmbeddingStore:
         statement, params = self._sql.nearest(request.filter)
         with self._errors("search"), self._pool.connection() as conn:
             rows = conn.execute(statement, [query, *params, query, request.max_results]).fetchall()
+        # ordered by distance alone, so the HNSW index serves the query; ties by id here
+        rows.sort(key=lambda row: (row[4], row[0]))
         matches = [
             self._match(row, score=1 - float(row[4]) / 2)
             for row in rows
@@ -329,7 +331,7 @@ class _Statements:
         where, params = _filter(condition)
         statement = self.sql.SQL(
             "SELECT id, embedding, text, metadata, embedding <=> %s AS distance FROM {t} "
-            "WHERE {w} ORDER BY embedding <=> %s, id LIMIT %s"
+            "WHERE {w} ORDER BY embedding <=> %s LIMIT %s"
         ).format(t=self.name, w=where)
         return statement, params
 
