@@ -33,6 +33,7 @@ from ..models import (
 )
 from ..rag import ContentRetriever, DefaultRetrievalAugmentor, RetrievalAugmentor
 from ..tools import AsyncToolProvider, Tool, ToolContext, ToolProvider
+from ..working import WorkingMemory
 from ._declaration import (
     CONTENT_TYPES,
     Declaration,
@@ -108,6 +109,7 @@ def ai_service(
     content_retriever: ContentRetriever | None = None,
     store_retrieved_content_in_memory: bool = True,
     answer_when_nothing_retrieved: str | Callable[[str], str] | None = None,
+    working_memory: WorkingMemory[Any] | None = None,
 ) -> S:
     """An object implementing the methods `cls` declares by calling the model.
 
@@ -145,6 +147,8 @@ def ai_service(
       `store_retrieved_content_in_memory=False` memory keeps the user's own words while every
       model call of the turn sees the augmented message. `answer_when_nothing_retrieved` (a text,
       or a function of the user's text) answers without calling the model when nothing is found.
+    * `working_memory` (`chatmemory.working.WorkingMemory`): a record per memory id the model
+      sees at the end of the system message and changes through its built-in tool.
     """
     if chat_model is None and streaming_chat_model is None:
         raise ConfigurationError(
@@ -214,11 +218,12 @@ def ai_service(
         output_retries=output_retries,
         keep_user_message_on_error=keep_user_message_on_error,
         clock=clock,
-        tools=collect_tools(tools),
+        tools=_with_working_memory(collect_tools(tools), working_memory),
         tool_providers=_providers(tool_providers),
         tool_options=tool_options,
         augmentor=augmentor,
         retrieval=retrieval,
+        working_memory=working_memory,
     )
     return cast(S, runtime.build())
 
@@ -252,10 +257,12 @@ class _Runtime:
         tool_options: ToolOptions,
         augmentor: RetrievalAugmentor | None,
         retrieval: Retrieval | None,
+        working_memory: WorkingMemory[Any] | None = None,
     ) -> None:
         self.declaration = declaration
         self.augmentor = augmentor
         self.retrieval = retrieval
+        self.working_memory = working_memory
         self.tools = tuple(tools)
         self.tool_providers = tool_providers
         self.tool_options = tool_options
@@ -431,9 +438,11 @@ class _Runtime:
             if text is None or not text.strip():
                 return None
             template = PromptTemplate(text, clock=self.clock)
-        if template is None:
-            return None
-        return template.apply(values).to_system_message()
+        text = template.apply(values).text if template is not None else ""
+        if self.working_memory is not None:  # its text is data: appended, never a template
+            block = self.working_memory.instructions(memory_id)
+            text = f"{text}\n\n{block}" if text else block
+        return SystemMessage(text) if text else None
 
     def _user(
         self, plan: MethodPlan, arguments: dict[str, object], values: dict[str, object]
@@ -692,6 +701,14 @@ def _when_nothing(answer: str | Callable[[str], str] | None) -> Callable[[str], 
             f"{answer!r}"
         )
     return lambda _text: answer
+
+
+def _with_working_memory(tools: list[Tool], memory: WorkingMemory[Any] | None) -> list[Tool]:
+    if memory is None:
+        return tools
+    if not isinstance(memory, WorkingMemory):
+        raise ConfigurationError(f"`working_memory` must be a WorkingMemory, got {memory!r}")
+    return collect_tools([*tools, memory.tool()])
 
 
 def collect_tools(items: Iterable[object]) -> list[Tool]:

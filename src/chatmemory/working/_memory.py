@@ -1,0 +1,297 @@
+"""`WorkingMemory`: a record the model keeps about a user (or a conversation) and sees in its
+system message, changed only by patches through a built-in tool.
+
+Markdown records change one section at a time (`update_section`); structured records (a
+pydantic model) by JSON merge-patch (`patch`). Either way what the model did not mention stays:
+Mastra's full replace, which lost fields, is not offered. Each change is a compare-and-set on
+the store, retried on a fresh read when another writer got there first, so concurrent updates
+for one key all land. An update that only restores the template, or does not validate, is
+refused with a sentence the model reads as the tool's error result; nothing is stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, TypeVar, cast
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from .._errors import ConcurrentUpdateError, ConfigurationError
+from ..models import ToolSpecification
+from ..tools import ReturnBehavior, ToolArgumentsError, ToolContext, ToolOutput
+from ._patch import merge_patch, replace_section, sections
+from ._records import RecordStore, check_key
+
+__all__ = ["DEFAULT_TEMPLATE", "WorkingMemory"]
+
+T = TypeVar("T", bound=BaseModel)
+
+DEFAULT_TEMPLATE = """# User Information
+## Name
+## Location
+## Occupation
+## Interests
+## Goals
+## Facts
+"""
+
+_MARKDOWN_RULES = (
+    "This is your working memory: what you know about the user, kept across conversations. "
+    "When you learn something worth keeping, call {tool} with the section to change and its "
+    "complete new content; other sections stay as they are. Do not mention this memory to the "
+    "user."
+)
+_JSON_RULES = (
+    "This is your working memory: what you know about the user, kept across conversations, "
+    "as JSON. When you learn something worth keeping, call {tool} with a JSON merge patch of "
+    "only the fields to change (null removes a field); other fields stay as they are. Do not "
+    "mention this memory to the user."
+)
+
+
+class WorkingMemory(Generic[T]):
+    """Working memory on a `RecordStore`, keyed by memory id (the user's id, when memories
+    are per user).
+
+    ``WorkingMemory(store)`` keeps Markdown from `DEFAULT_TEMPLATE` (or `template=`);
+    ``WorkingMemory(store, schema=Profile)`` keeps a pydantic model as JSON. Give it to
+    ``ai_service(..., working_memory=...)``, and the service shows it in the system message and
+    offers the model its tool. The application reads and edits it with `get` / `set`, and
+    `forget` removes it.
+    """
+
+    def __init__(
+        self,
+        store: RecordStore,
+        *,
+        template: str | None = None,
+        schema: type[T] | None = None,
+        tool_name: str = "update_working_memory",
+        max_attempts: int = 50,
+    ) -> None:
+        for method in ("load", "save", "delete"):
+            if not callable(getattr(store, method, None)):
+                raise ConfigurationError(
+                    f"{store!r} is not a working-memory record store (load, save, delete)"
+                )
+        if template is not None and schema is not None:
+            raise ConfigurationError(
+                "WorkingMemory takes a Markdown template or a schema, not both"
+            )
+        if schema is not None and not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+            raise ConfigurationError(f"`schema` must be a pydantic model class, got {schema!r}")
+        if template is not None and (not isinstance(template, str) or not template.strip()):
+            raise ConfigurationError(f"`template` must be non-empty Markdown, got {template!r}")
+        self.store = store
+        self.schema = schema
+        self.template = (template or DEFAULT_TEMPLATE) if schema is None else None
+        self._adapter: TypeAdapter[T] | None = TypeAdapter(schema) if schema is not None else None
+        self.tool_name = tool_name
+        self.max_attempts = max_attempts
+
+    def __repr__(self) -> str:
+        kind = f"schema={self.schema.__name__}" if self.schema else "markdown"
+        return f"WorkingMemory({self.store!r}, {kind})"
+
+    # -- the application's view --------------------------------------------------------------
+
+    def text(self, key: str) -> str:
+        """The record as the model sees it: its text, or the template (`{}` for JSON) when
+        nothing is stored yet."""
+        record = self.store.load(check_key(key))
+        if record is not None:
+            return record.text
+        return self.template if self.template is not None else "{}"
+
+    def get(self, key: str) -> str | T | None:
+        """The stored record (Markdown text, or the validated model), None when there is none."""
+        record = self.store.load(check_key(key))
+        if record is None:
+            return None
+        if self._adapter is None:
+            return record.text
+        return self._adapter.validate_json(record.text)
+
+    def set(self, key: str, value: str | T | Mapping[str, Any]) -> None:
+        """Replace the whole record (the application may; the model only patches)."""
+        text = self._encode(value)
+        self._change(key, lambda _current: text)
+
+    def forget(self, key: str) -> bool:
+        """Remove the record; whether there was one."""
+        return self.store.delete(check_key(key))
+
+    # -- changes -------------------------------------------------------------------------------
+
+    def update_section(self, key: str, section: str, content: str) -> str:
+        """Replace one section of a Markdown record (added when missing); the new text."""
+        if self.template is None:
+            raise ConfigurationError(f"{self!r} keeps JSON: change it with patch(key, {{...}})")
+        if not isinstance(section, str) or not section.strip():
+            raise ToolArgumentsError(
+                "`section` must name a section, e.g. Goals", tool=self.tool_name, arguments=""
+            )
+        if not isinstance(content, str):
+            raise ToolArgumentsError(
+                "`content` must be the section's text", tool=self.tool_name, arguments=""
+            )
+        placeholder = sections(self.template).get(section.strip().lower())
+        if placeholder and content.strip() == placeholder:
+            raise ToolArgumentsError(
+                f"that is the template's placeholder for {section!r}, not something learned; "
+                f"write what you know, or leave the section alone",
+                tool=self.tool_name,
+                arguments="",
+            )
+        return self._change(key, lambda current: replace_section(current, section, content))
+
+    def patch(self, key: str, patch: Mapping[str, Any]) -> T:
+        """Apply a JSON merge-patch to a structured record; the validated result."""
+        adapter = self._adapter
+        if adapter is None:
+            raise ConfigurationError(
+                f"{self!r} keeps Markdown: change it with update_section(key, section, content)"
+            )
+        if not isinstance(patch, Mapping) or not patch:
+            raise ToolArgumentsError(
+                "the patch must be a JSON object naming at least one field to change",
+                tool=self.tool_name,
+                arguments=json.dumps(patch, default=str),
+            )
+
+        def apply(current: str) -> str:
+            merged = merge_patch(json.loads(current), patch)
+            try:
+                model = adapter.validate_python(merged)
+            except ValidationError as error:
+                raise ToolArgumentsError(
+                    f"the patched working memory does not fit its schema: {_errors(error)}; "
+                    f"nothing was stored",
+                    tool=self.tool_name,
+                    arguments=json.dumps(patch, default=str),
+                ) from None
+            return adapter.dump_json(model).decode()
+
+        return adapter.validate_json(self._change(key, apply))
+
+    def _change(self, key: str, change: Callable[[str], str]) -> str:
+        check_key(key)
+        for _ in range(self.max_attempts):
+            record = self.store.load(key)
+            current = record.text if record else self.text(key)
+            new = change(current)
+            try:
+                self.store.save(key, new, expected=record.version if record else 0)
+            except ConcurrentUpdateError:
+                continue  # another writer won: re-read and re-apply the patch
+            return new
+        raise ConcurrentUpdateError(
+            f"the working memory of {key!r} changed on every one of {self.max_attempts} tries",
+            store=self.store,
+            memory_id=key,
+        )
+
+    def _encode(self, value: str | T | Mapping[str, Any]) -> str:
+        if self._adapter is None:
+            if not isinstance(value, str):
+                raise ConfigurationError(f"{self!r} keeps Markdown text, got {value!r}")
+            return value
+        try:
+            model = self._adapter.validate_python(
+                json.loads(value) if isinstance(value, str) else value
+            )
+        except (ValidationError, ValueError) as error:
+            raise ConfigurationError(
+                f"the value does not fit {self.schema.__name__ if self.schema else ''}: {error}"
+            ) from None
+        return self._adapter.dump_json(model).decode()
+
+    # -- what the model sees -------------------------------------------------------------------
+
+    def instructions(self, key: str) -> str:
+        """The block the service appends to the system message: the rules and the record."""
+        rules = (_MARKDOWN_RULES if self.template is not None else _JSON_RULES).format(
+            tool=self.tool_name
+        )
+        return f"<working_memory>\n{rules}\n\n{self.text(key)}\n</working_memory>"
+
+    def tool(self) -> WorkingMemoryTool:
+        """The built-in tool the model updates the record with."""
+        return WorkingMemoryTool(self)
+
+
+class WorkingMemoryTool:
+    """The model's way to change working memory: a section (Markdown) or a merge patch (JSON)
+    for the memory id of the call."""
+
+    return_behavior: ReturnBehavior = "to_model"
+
+    def __init__(self, memory: WorkingMemory[Any]) -> None:
+        self.memory = memory
+        if memory.schema is None:
+            parameters: dict[str, Any] = {
+                "type": "object",
+                "properties": {
+                    "section": {
+                        "type": "string",
+                        "description": "The heading of the section to change, e.g. Goals",
+                    },
+                    "content": {
+                        "type": "string",
+                        "description": "The section's complete new content, in Markdown",
+                    },
+                },
+                "required": ["section", "content"],
+                "additionalProperties": False,
+            }
+        else:
+            schema = json.dumps(memory.schema.model_json_schema())
+            parameters = {
+                "type": "object",
+                "properties": {
+                    "patch": {
+                        "type": "object",
+                        "description": f"A JSON merge patch of the record; its schema: {schema}",
+                    }
+                },
+                "required": ["patch"],
+            }
+        self.specification = ToolSpecification(
+            name=memory.tool_name,
+            description="Change your working memory about the user.",
+            parameters=parameters,
+        )
+
+    def execute(self, arguments: str, context: ToolContext) -> ToolOutput:
+        try:
+            given = json.loads(arguments or "{}")
+        except ValueError:
+            raise ToolArgumentsError(
+                f"the arguments are not JSON: {arguments!r}",
+                tool=self.memory.tool_name,
+                arguments=arguments,
+            ) from None
+        if not isinstance(given, dict):
+            raise ToolArgumentsError(
+                "the arguments must be a JSON object",
+                tool=self.memory.tool_name,
+                arguments=arguments,
+            )
+        if self.memory.schema is None:
+            text = self.memory.update_section(
+                context.memory_id, cast(str, given.get("section")), cast(str, given.get("content"))
+            )
+            return ToolOutput("Working memory updated.", text)
+        model = self.memory.patch(context.memory_id, given.get("patch"))  # type: ignore[arg-type]
+        return ToolOutput("Working memory updated.", model)
+
+    async def aexecute(self, arguments: str, context: ToolContext) -> ToolOutput:
+        return await asyncio.to_thread(self.execute, arguments, context)
+
+
+def _errors(error: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or 'the record'}: {e['msg']}" for e in error.errors()
+    )

@@ -1,0 +1,380 @@
+"""Working memory: the record stores' compare-and-set on every backend, patches that never lose
+what they do not name, concurrent updates that all land, and the model's tool through a service."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Annotated, Protocol
+
+import pytest
+from pydantic import BaseModel
+
+from chatmemory import (
+    AiMessage,
+    AsyncMessageWindowChatMemory,
+    ConcurrentUpdateError,
+    ConfigurationError,
+    MemoryId,
+    MessageWindowChatMemory,
+    StoreError,
+    SystemMessage,
+    ToolExecutionRequest,
+    ToolExecutionResultMessage,
+    ai_service,
+    system_message,
+)
+from chatmemory.testing import ScriptedChatModel
+from chatmemory.tools import ToolArgumentsError
+from chatmemory.working import (
+    DEFAULT_TEMPLATE,
+    InMemoryRecordStore,
+    RecordStore,
+    SqliteRecordStore,
+    WorkingMemory,
+    merge_patch,
+    replace_section,
+)
+from chatmemory.working.postgres import PostgresRecordStore
+from chatmemory.working.redis import RedisRecordStore
+from tests.conftest import POSTGRES_DSN, REDIS_URL, server_unavailable
+
+BACKENDS = ["memory", "sqlite", "redis", "postgres"]
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RecordStore]:
+    unique = uuid.uuid4().hex[:10]
+    if request.param == "memory":
+        yield InMemoryRecordStore()
+    elif request.param == "sqlite":
+        opened = SqliteRecordStore(tmp_path / "records.db")
+        yield opened
+        opened.close()
+    elif request.param == "redis":
+        client = RedisRecordStore(REDIS_URL, prefix=f"chatmemory-test:{unique}:")
+        try:
+            client._redis.ping()
+        except Exception as error:
+            client.close()
+            server_unavailable("Redis", str(error))
+        yield client
+        keys = client._redis.keys(f"{client.prefix}*")
+        if keys:
+            client._redis.delete(*keys)
+        client.close()
+    else:
+        schema = f"chatmemory_test_{unique}"
+        try:
+            pg = PostgresRecordStore(POSTGRES_DSN, schema=schema, timeout=5)
+        except StoreError as error:
+            server_unavailable("PostgreSQL", str(error))
+        yield pg
+        with pg._pool.connection() as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+        pg.close()
+
+
+def test_a_save_succeeds_only_on_the_version_it_read(store: RecordStore) -> None:
+    assert type(store).__name__ in repr(store)
+    assert store.load("alice") is None
+    assert store.save("alice", "one", expected=0) == 1
+    with pytest.raises(ConcurrentUpdateError, match="changed since version 0"):
+        store.save("alice", "again", expected=0)
+    with pytest.raises(ConcurrentUpdateError, match="changed since version 5"):
+        store.save("alice", "stale", expected=5)
+    assert store.save("alice", "two", expected=1) == 2
+    record = store.load("alice")
+    assert record is not None
+    assert (record.text, record.version) == ("two", 2)
+    assert store.load("bob") is None
+    assert store.delete("alice")
+    assert not store.delete("alice")
+    assert store.load("alice") is None
+    with pytest.raises(ConfigurationError, match="non-empty str"):
+        store.load("")
+
+
+class Profile(BaseModel):
+    name: str | None = None
+    city: str | None = None
+    likes: list[str] = []
+    visits: int = 0
+
+
+def test_concurrent_patches_of_one_user_all_land(store: RecordStore) -> None:
+    memory = WorkingMemory(store, schema=Profile)
+    fields: list[Callable[[int], dict[str, object]]] = [
+        lambda i: {"name": f"Alice {i}"},
+        lambda i: {"city": f"City {i}"},
+        lambda i: {"likes": [f"thing {i}"]},
+        lambda i: {"visits": i},
+    ]
+    errors: list[BaseException] = []
+
+    def work(change: Callable[[int], dict[str, object]]) -> None:
+        try:
+            for i in range(1, 6):
+                memory.patch("alice", change(i))
+        except BaseException as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(f,)) for f in fields]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert memory.get("alice") == Profile(
+        name="Alice 5", city="City 5", likes=["thing 5"], visits=5
+    )
+    record = store.load("alice")
+    assert record is not None
+    assert record.version == 20  # every patch, once
+
+
+def test_concurrent_section_updates_all_land(store: RecordStore) -> None:
+    memory: WorkingMemory[BaseModel] = WorkingMemory(store)
+    titles = ["Name", "Location", "Goals", "Pets"]
+    threads = [
+        threading.Thread(
+            target=lambda t=title: [memory.update_section("bob", t, f"{t} {i}") for i in range(5)]
+        )
+        for title in titles
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    text = memory.get("bob")
+    assert isinstance(text, str)
+    for title in titles:
+        assert f"## {title}\n{title} 4\n" in text
+    assert "## Occupation" in text  # untouched sections stay
+
+
+# -- the patches ---------------------------------------------------------------------------------
+
+
+def test_merge_patch_follows_rfc_7386() -> None:
+    target = {"a": "b", "c": {"d": "e", "f": "g"}}
+    assert merge_patch(target, {"a": "z", "c": {"f": None}}) == {"a": "z", "c": {"d": "e"}}
+    assert merge_patch({"a": [1, 2]}, {"a": [3]}) == {"a": [3]}
+    assert merge_patch({"a": 1}, {"b": {"c": None}}) == {"a": 1, "b": {}}
+    assert merge_patch([1], {"a": 1}) == {"a": 1}
+    assert merge_patch({"a": 1}, ["x"]) == ["x"]
+
+
+def test_a_section_is_replaced_alone_or_added() -> None:
+    text = "# User\n## Name\nAl\n## Goals\n- run\n### Soon\nswim\n"
+    assert replace_section(text, "name", "Alice") == (
+        "# User\n## Name\nAlice\n\n## Goals\n- run\n### Soon\nswim\n"
+    )
+    assert replace_section(text, "Goals", "- fly") == (
+        "# User\n## Name\nAl\n## Goals\n- fly\n\n### Soon\nswim\n"
+    )
+    assert replace_section(text, "Pets", "a cat").endswith("swim\n\n## Pets\na cat\n")
+    assert replace_section("", "Pets", "") == "## Pets\n"
+    assert replace_section(text, "Goals", "").startswith("# User\n## Name\nAl\n## Goals\n\n")
+
+
+def test_markdown_memory_reads_sets_and_forgets() -> None:
+    memory: WorkingMemory[BaseModel] = WorkingMemory(
+        InMemoryRecordStore(), template="# About\n## Name\n(unknown)\n## Mood\n"
+    )
+    assert memory.get("u") is None
+    assert memory.text("u") == "# About\n## Name\n(unknown)\n## Mood\n"
+    with pytest.raises(ToolArgumentsError, match="the template's placeholder for 'Name'"):
+        memory.update_section("u", "Name", "(unknown)")
+    with pytest.raises(ToolArgumentsError, match="`section` must name a section"):
+        memory.update_section("u", " ", "x")
+    with pytest.raises(ToolArgumentsError, match="`content` must be the section's text"):
+        memory.update_section("u", "Mood", 3)  # type: ignore[arg-type]
+    assert memory.get("u") is None  # refused updates store nothing
+    memory.update_section("u", "Mood", "cheerful")
+    assert memory.get("u") == "# About\n## Name\n(unknown)\n## Mood\ncheerful\n"
+    memory.set("u", "# About\n## Name\nUma\n")
+    assert memory.text("u") == "# About\n## Name\nUma\n"
+    with pytest.raises(ConfigurationError, match="keeps Markdown text"):
+        memory.set("u", {"name": "x"})
+    with pytest.raises(ConfigurationError, match="keeps Markdown: change it with update_section"):
+        memory.patch("u", {"a": 1})
+    assert memory.forget("u")
+    assert memory.get("u") is None
+    assert "## Occupation" in WorkingMemory(InMemoryRecordStore()).text("x")
+    assert DEFAULT_TEMPLATE.startswith("# User Information")
+
+
+def test_structured_memory_patches_validates_and_refuses() -> None:
+    memory = WorkingMemory(InMemoryRecordStore(), schema=Profile)
+    assert memory.text("u") == "{}"
+    assert memory.patch("u", {"name": "Uma", "likes": ["tea"]}) == Profile(
+        name="Uma", likes=["tea"]
+    )
+    assert memory.patch("u", {"city": "Oslo", "name": None}) == Profile(city="Oslo", likes=["tea"])
+    with pytest.raises(ToolArgumentsError, match=r"does not fit its schema: visits: .*nothing was"):
+        memory.patch("u", {"visits": "many"})
+    with pytest.raises(ToolArgumentsError, match="at least one field"):
+        memory.patch("u", {})
+    assert memory.get("u") == Profile(city="Oslo", likes=["tea"])
+    memory.set("u", Profile(name="Ann"))
+    memory.set("v", {"visits": 2})
+    memory.set("w", '{"city": "Rome"}')
+    assert memory.get("v") == Profile(visits=2)
+    assert memory.get("w") == Profile(city="Rome")
+    with pytest.raises(ConfigurationError, match="does not fit Profile"):
+        memory.set("u", {"visits": "x"})
+    with pytest.raises(ConfigurationError, match="keeps JSON: change it with patch"):
+        memory.update_section("u", "Name", "x")
+
+
+def test_settings_are_checked() -> None:
+    with pytest.raises(ConfigurationError, match="a Markdown template or a schema, not both"):
+        WorkingMemory(InMemoryRecordStore(), template="# x", schema=Profile)
+    with pytest.raises(ConfigurationError, match="a pydantic model class"):
+        WorkingMemory(InMemoryRecordStore(), schema=dict)  # type: ignore[type-var]
+    with pytest.raises(ConfigurationError, match="non-empty Markdown"):
+        WorkingMemory(InMemoryRecordStore(), template="  ")
+    with pytest.raises(ConfigurationError, match="not a working-memory record store"):
+        WorkingMemory(object())  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="`working_memory` must be a WorkingMemory"):
+        ai_service(Assistant, chat_model=ScriptedChatModel([]), working_memory=object())  # type: ignore[arg-type]
+
+
+def test_a_memory_that_always_loses_the_race_gives_up_with_a_clear_error() -> None:
+    class Busy(InMemoryRecordStore):
+        def save(self, key: str, text: str, *, expected: int) -> int:
+            raise ConcurrentUpdateError("busy", store=self, memory_id=key)
+
+    memory = WorkingMemory(Busy(), schema=Profile, max_attempts=3)
+    with pytest.raises(ConcurrentUpdateError, match="changed on every one of 3 tries"):
+        memory.patch("u", {"name": "x"})
+
+
+# -- through a service ---------------------------------------------------------------------------
+
+
+class Assistant(Protocol):
+    @system_message("You help {{user}}.")
+    def chat(self, user: Annotated[str, MemoryId], text: str) -> str: ...
+
+
+def windows(memory_id: str) -> MessageWindowChatMemory:
+    return MessageWindowChatMemory(id=memory_id, max_messages=20)
+
+
+def call(arguments: str, name: str = "update_working_memory") -> AiMessage:
+    return AiMessage(tool_execution_requests=[ToolExecutionRequest("w1", name, arguments)])
+
+
+def test_the_model_sees_its_memory_and_patches_it_through_the_tool(tmp_path: Path) -> None:
+    records = SqliteRecordStore(tmp_path / "chat.db")
+    memory = WorkingMemory(records, schema=Profile)
+    memory.set("alice", {"city": "Oslo"})
+    model = ScriptedChatModel(
+        [call('{"patch": {"name": "Alice", "likes": ["{{secret}}"]}}'), "Noted!", "Hi Alice."]
+    )
+    service = ai_service(
+        Assistant,
+        chat_model=model,
+        chat_memory_provider=windows,
+        working_memory=memory,
+    )
+    assert service.chat("alice", "I'm Alice and I like {{secret}}") == "Noted!"
+    first = model.requests[0]
+    assert isinstance(first.messages[0], SystemMessage)
+    system = first.messages[0].text
+    assert system.startswith("You help alice.\n\n<working_memory>\n")
+    assert '{"name":null,"city":"Oslo","likes":[],"visits":0}' in system
+    assert [t.name for t in first.tools] == ["update_working_memory"]
+    assert memory.get("alice") == Profile(name="Alice", city="Oslo", likes=["{{secret}}"])
+    assert service.chat("alice", "Who am I?") == "Hi Alice."
+    # the changed system message replaces the old one (placed as LangChain4j places it)
+    (shown,) = [m for m in model.requests[2].messages if isinstance(m, SystemMessage)]
+    assert '"likes":["{{secret}}"]' in shown.text  # data, never rendered as a template
+    records.close()
+
+
+def test_a_refused_update_is_an_error_result_and_stores_nothing() -> None:
+    memory = WorkingMemory(InMemoryRecordStore(), schema=Profile)
+    model = ScriptedChatModel([call('{"patch": {"visits": "lots"}}'), "Sorry.", call("[1]"), "ok"])
+    service = ai_service(
+        Assistant, chat_model=model, chat_memory_provider=windows, working_memory=memory
+    )
+    assert service.chat("bob", "remember I visit lots") == "Sorry."
+    result = model.requests[1].messages[-1]
+    assert isinstance(result, ToolExecutionResultMessage)
+    assert "does not fit its schema" in result.text
+    assert memory.get("bob") is None
+    assert service.chat("bob", "again") == "ok"
+    result = model.requests[3].messages[-1]
+    assert isinstance(result, ToolExecutionResultMessage)
+    assert "must be a JSON object" in result.text
+
+
+def test_markdown_memory_through_an_async_service() -> None:
+    import asyncio
+
+    class AsyncAssistant(Protocol):
+        async def chat(self, user: Annotated[str, MemoryId], text: str) -> str: ...
+
+    memory: WorkingMemory[BaseModel] = WorkingMemory(InMemoryRecordStore())
+    model = ScriptedChatModel(
+        [
+            call('{"section": "Goals", "content": "- learn Rust"}'),
+            "Good luck!",
+            call("not json"),
+            "?",
+        ]
+    )
+    service = ai_service(
+        AsyncAssistant,
+        chat_model=model,
+        chat_memory_provider=lambda mid: AsyncMessageWindowChatMemory(id=mid, max_messages=20),
+        working_memory=memory,
+    )
+    assert asyncio.run(service.chat("carol", "I want to learn Rust")) == "Good luck!"
+    system = model.requests[0].messages[0]
+    assert isinstance(system, SystemMessage)
+    assert system.text.startswith("<working_memory>\nThis is your working memory")
+    text = memory.get("carol")
+    assert isinstance(text, str)
+    assert "## Goals\n- learn Rust\n" in text
+    assert asyncio.run(service.chat("carol", "x")) == "?"
+    result = model.requests[3].messages[-1]
+    assert isinstance(result, ToolExecutionResultMessage)
+    assert "the arguments are not JSON" in result.text
+
+
+def test_record_stores_check_their_settings_and_report_failures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(StoreError, match="cannot open"):
+        SqliteRecordStore(tmp_path / "missing" / "dir" / "x.db")
+    opened = SqliteRecordStore()
+    assert repr(opened) == "SqliteRecordStore(':memory:')"
+    opened.close()
+    with pytest.raises(ConfigurationError, match="a url or a client"):
+        RedisRecordStore()
+    import redis
+
+    dead = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
+    given = RedisRecordStore(client=dead, prefix="p:")
+    assert repr(given) == "RedisRecordStore(prefix='p:')"
+    with pytest.raises(StoreError, match="cannot read the working memory of 'u'"):
+        given.load("u")
+    given.close()  # the application's client stays the application's
+    dead.close()
+    with pytest.raises(ConfigurationError, match="`schema` is a SQL name"):
+        PostgresRecordStore(POSTGRES_DSN, schema="no; drop")
+    with pytest.raises(StoreError, match=r"cannot open public\.chatmemory_working_memory"):
+        PostgresRecordStore("postgresql://nobody@127.0.0.1:1/none", timeout=0.5)
+    monkeypatch.setitem(sys.modules, "redis", None)
+    with pytest.raises(ImportError, match=r"pip install 'chatmemory\[redis\]'"):
+        RedisRecordStore(REDIS_URL)
+    monkeypatch.setitem(sys.modules, "psycopg_pool", None)
+    with pytest.raises(ImportError, match=r"pip install 'chatmemory\[postgres\]'"):
+        PostgresRecordStore(POSTGRES_DSN)
