@@ -30,11 +30,14 @@ from ._results import (
     ToolExecution,
 )
 from ._service import ChatMemoryAccess, ai_service
+from ._titles import DEFAULT_TITLE_PROMPT, ConversationTitles
 
 __all__ = [
+    "DEFAULT_TITLE_PROMPT",
     "AsyncTokenStream",
     "ChatMemoryAccess",
     "ChatMemoryProvider",
+    "ConversationTitles",
     "MemoryId",
     "Result",
     "Retrieved",

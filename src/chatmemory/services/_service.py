@@ -44,6 +44,7 @@ from ._declaration import (
 )
 from ._memories import AnyMemory, ChatMemoryProvider, Memories, is_async_memory
 from ._results import AsyncTokenStream, Result, ServiceEvent, TokenStream, ToolExecution
+from ._titles import ConversationTitles
 from ._tooling import ArgumentsHandler, ErrorHandler, Toolbox, ToolOptions, UnknownToolHandler
 from ._turn import (
     AsyncPort,
@@ -110,6 +111,7 @@ def ai_service(
     store_retrieved_content_in_memory: bool = True,
     answer_when_nothing_retrieved: str | Callable[[str], str] | None = None,
     working_memory: WorkingMemory[Any] | None = None,
+    titles: ConversationTitles | None = None,
 ) -> S:
     """An object implementing the methods `cls` declares by calling the model.
 
@@ -149,7 +151,11 @@ def ai_service(
       or a function of the user's text) answers without calling the model when nothing is found.
     * `working_memory` (`chatmemory.working.WorkingMemory`): a record per memory id the model
       sees at the end of the system message and changes through its built-in tool.
+    * `titles` (`ConversationTitles`): after a call whose conversation has no title, one is
+      made by a model, in the background unless the titles object says otherwise.
     """
+    if titles is not None and not isinstance(titles, ConversationTitles):
+        raise ConfigurationError(f"`titles` must be ConversationTitles, got {titles!r}")
     if chat_model is None and streaming_chat_model is None:
         raise ConfigurationError(
             "ai_service() needs a model: pass chat_model=... (e.g. OpenAiChatModel(model=...)) "
@@ -224,6 +230,7 @@ def ai_service(
         augmentor=augmentor,
         retrieval=retrieval,
         working_memory=working_memory,
+        titles=titles,
     )
     return cast(S, runtime.build())
 
@@ -258,11 +265,13 @@ class _Runtime:
         augmentor: RetrievalAugmentor | None,
         retrieval: Retrieval | None,
         working_memory: WorkingMemory[Any] | None = None,
+        titles: ConversationTitles | None = None,
     ) -> None:
         self.declaration = declaration
         self.augmentor = augmentor
         self.retrieval = retrieval
         self.working_memory = working_memory
+        self.titles = titles
         self.tools = tuple(tools)
         self.tool_providers = tool_providers
         self.tool_options = tool_options
@@ -547,6 +556,22 @@ class _Runtime:
             self.augmentor,
         )
 
+    def _title_input(self, call: _Call, outcome: Outcome) -> tuple[str, str] | None:
+        if self.titles is None or not outcome.responses:
+            return None
+        user = "\n".join(c.text for c in call.user.contents if isinstance(c, TextContent))
+        return user, outcome.responses[-1].ai_message.text or ""
+
+    def _title(self, call: _Call, outcome: Outcome) -> None:
+        given = self._title_input(call, outcome)
+        if self.titles is not None and given is not None:
+            self.titles.after_turn(call.memory_id, *given)
+
+    async def _atitle(self, call: _Call, outcome: Outcome) -> None:
+        given = self._title_input(call, outcome)
+        if self.titles is not None and given is not None:
+            await self.titles.aafter_turn(call.memory_id, *given)
+
     def _pool(self) -> concurrent.futures.Executor:
         with self._executor_lock:
             if self._executor is None:
@@ -571,6 +596,7 @@ class _Runtime:
             model = self.chat_model if port.chat is not None else self.streaming_chat_model
             events = drive(turn(self._input(plan, call, model)), port, forward=False)
             outcome = _finish(events)
+        self._title(call, outcome)
         return _shape(plan, outcome)
 
     def _events(
@@ -582,6 +608,7 @@ class _Runtime:
             given = self._input(plan, call, self.streaming_chat_model)
             outcome = yield from drive(turn(given), port, forward=True)
             holder.append(_text_result(outcome))
+        self._title(call, outcome)
 
     async def _acall(self, plan: MethodPlan, call: _Call) -> object:
         async with self.memories.ahold(call.memory_id):
@@ -591,6 +618,7 @@ class _Runtime:
             given = self._input(plan, call, model)
             async for _ in adrive(turn(given), port, forward=False, done=done):
                 pass  # pragma: no cover - nothing is forwarded
+        await self._atitle(call, done[0])
         return _shape(plan, done[0])
 
     async def _aevents(
@@ -604,6 +632,7 @@ class _Runtime:
             async for event in adrive(turn(given), port, forward=True, done=done):
                 yield event
             holder.append(_text_result(done[0]))
+        await self._atitle(call, done[0])
 
 
 def _finish(events: Iterator[ServiceEvent]) -> Outcome:

@@ -1,0 +1,178 @@
+"""Conversation titles, made by a model after an answer, off the request path.
+
+A title is a record (``title:<memory id>``) in a working-memory `RecordStore`. It is made after
+any call whose conversation has none yet (a conversation the application created first gets
+one too), saved only if still absent (compare-and-set), so a title the application set is never
+overwritten, and two racing generations store one. In the background by default: on a thread
+for sync services, on a task the titles object keeps alive for async ones (so it outlives the
+request that started it); `wait()` / `await drain()` wait for the pending ones. A failing
+model is logged, never raised into the call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+from typing import Any
+
+from .._errors import ConcurrentUpdateError, ConfigurationError
+from .._messages import UserMessage
+from .._prompts import PromptTemplate
+from ..models import ChatRequest
+from ..working import RecordStore
+
+__all__ = ["DEFAULT_TITLE_PROMPT", "ConversationTitles"]
+
+log = logging.getLogger("chatmemory.titles")
+
+DEFAULT_TITLE_PROMPT = (
+    "Write a title of at most {{max_length}} characters for the conversation that begins "
+    "below. Answer with the title alone: no quotes, no final period.\n\n"
+    "User: {{user}}\nAssistant: {{answer}}"
+)
+
+
+class ConversationTitles:
+    """Titles of conversations, by memory id: ``ConversationTitles(store, chat_model=model)``
+    and ``ai_service(..., titles=titles)``.
+
+    `prompt` is a template with `{{user}}`, `{{answer}}` and `{{max_length}}`;
+    `background=False` makes the title before the call returns. The application reads and sets
+    titles with `get` / `set` (its title always wins).
+    """
+
+    def __init__(
+        self,
+        store: RecordStore,
+        *,
+        chat_model: object,
+        prompt: str = DEFAULT_TITLE_PROMPT,
+        max_length: int = 80,
+        background: bool = True,
+    ) -> None:
+        if not callable(getattr(chat_model, "chat", None)) and not callable(
+            getattr(chat_model, "achat", None)
+        ):
+            raise ConfigurationError(f"{chat_model!r} is not a chat model (chat or achat)")
+        if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 8:
+            raise ConfigurationError(
+                f"`max_length` must be an int of at least 8, got {max_length!r}"
+            )
+        self.store = store
+        self.chat_model = chat_model
+        self.template = PromptTemplate(prompt)
+        self.max_length = max_length
+        self.background = bool(background)
+        self._futures: set[concurrent.futures.Future[Any]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._lock = threading.Lock()
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+
+    @staticmethod
+    def _key(memory_id: str) -> str:
+        return f"title:{memory_id}"
+
+    def get(self, memory_id: str) -> str | None:
+        """The conversation's title, or None."""
+        record = self.store.load(self._key(memory_id))
+        return record.text if record else None
+
+    def set(self, memory_id: str, title: str) -> None:
+        """Set the title (the application's: replaces any)."""
+        if not isinstance(title, str) or not title.strip():
+            raise ConfigurationError(f"a title is a non-empty str, got {title!r}")
+        key = self._key(memory_id)
+        while True:
+            record = self.store.load(key)
+            try:
+                self.store.save(key, title.strip(), expected=record.version if record else 0)
+                return
+            except ConcurrentUpdateError:
+                continue
+
+    # -- making titles ---------------------------------------------------------------------------
+
+    def _request(self, user: str, answer: str) -> ChatRequest:
+        text = self.template.apply(
+            {"user": user, "answer": answer, "max_length": self.max_length}
+        ).text
+        return ChatRequest([UserMessage(text)])
+
+    def _keep(self, memory_id: str, text: str | None) -> str | None:
+        title = " ".join((text or "").split()).strip("\"'“”«» .")[: self.max_length].strip()
+        if not title:
+            log.warning("the title model gave no title for %r", memory_id)
+            return None
+        try:
+            self.store.save(self._key(memory_id), title, expected=0)
+        except ConcurrentUpdateError:
+            return None  # the application (or another generation) set one first
+        return title
+
+    def generate(self, memory_id: str, user: str, answer: str) -> str | None:
+        """Make and store a title unless there is one; the title stored, or None."""
+        if self.get(memory_id) is not None:
+            return None
+        chat = getattr(self.chat_model, "chat", None)
+        if chat is None:
+            return asyncio.run(self.agenerate(memory_id, user, answer))
+        return self._keep(memory_id, chat(self._request(user, answer)).ai_message.text)
+
+    async def agenerate(self, memory_id: str, user: str, answer: str) -> str | None:
+        """`generate` without blocking the event loop."""
+        if await asyncio.to_thread(self.get, memory_id) is not None:
+            return None
+        achat = getattr(self.chat_model, "achat", None)
+        request = self._request(user, answer)
+        if achat is not None:
+            response = await achat(request)
+        else:
+            response = await asyncio.to_thread(self.chat_model.chat, request)  # type: ignore[attr-defined]
+        return await asyncio.to_thread(self._keep, memory_id, response.ai_message.text)
+
+    # -- after a service call ------------------------------------------------------------------
+
+    def after_turn(self, memory_id: str, user: str, answer: str) -> None:
+        """What a sync service calls once a turn is stored."""
+        if not self.background:
+            self._safely(memory_id, user, answer)
+            return
+        with self._lock:
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=2, thread_name_prefix="chatmemory-titles"
+                )
+            future = self._executor.submit(self._safely, memory_id, user, answer)
+            self._futures.add(future)
+        future.add_done_callback(self._futures.discard)
+
+    async def aafter_turn(self, memory_id: str, user: str, answer: str) -> None:
+        """What an async service awaits once a turn is stored."""
+        if not self.background:
+            await self._asafely(memory_id, user, answer)
+            return
+        task = asyncio.create_task(self._asafely(memory_id, user, answer))
+        self._tasks.add(task)  # a reference, so the task outlives the request
+        task.add_done_callback(self._tasks.discard)
+
+    def _safely(self, memory_id: str, user: str, answer: str) -> None:
+        try:
+            self.generate(memory_id, user, answer)
+        except Exception:
+            log.exception("could not make a title for %r", memory_id)
+
+    async def _asafely(self, memory_id: str, user: str, answer: str) -> None:
+        try:
+            await self.agenerate(memory_id, user, answer)
+        except Exception:
+            log.exception("could not make a title for %r", memory_id)
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Wait for the titles being made on threads."""
+        concurrent.futures.wait(list(self._futures), timeout=timeout)
+
+    async def drain(self) -> None:
+        """Wait for the titles being made on tasks of the running loop."""
+        await asyncio.gather(*list(self._tasks))
