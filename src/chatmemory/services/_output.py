@@ -67,8 +67,8 @@ _SCALARS: dict[type, tuple[str, str | None]] = {
 SUPPORTED = (
     "str, None, AiMessage, ChatResponse, Result[T], a text stream, or a structured type: an "
     "enum, a Literal, int, float, bool, Decimal, date, datetime, time, UUID, a dataclass, a "
-    "TypedDict, a pydantic model, list[...], set[...] or dict[str, ...] of these, or an "
-    "Optional of one"
+    "TypedDict, a pydantic model, list[...], set[...], tuple[...] or dict[str, ...] of these, "
+    "or an Optional of one"
 )
 
 
@@ -240,31 +240,19 @@ class _Unsupported(Exception):
 def output_spec(annotation: object, *, where: str) -> OutputSpec[Any]:
     """The spec of a method that returns `annotation`; `where` names the method in errors."""
     try:
-        return _cached(annotation)
-    except TypeError:  # an annotation that cannot be hashed (a dict in Annotated metadata...)
-        return _build_or_explain(annotation, where)
+        try:
+            return _cached(annotation)
+        except TypeError:  # an annotation that cannot be hashed (a dict in Annotated...)
+            return _build(annotation)
     except _Unsupported as error:
         raise _unsupported(annotation, where, str(error)) from None
     except PydanticUserError as error:
-        raise _unsupported(annotation, where, _first_line(error)) from None
-
-
-def _build_or_explain(annotation: object, where: str) -> OutputSpec[Any]:
-    try:
-        return _build(annotation)
-    except _Unsupported as error:
-        raise _unsupported(annotation, where, str(error)) from None
-    except PydanticUserError as error:
-        raise _unsupported(annotation, where, _first_line(error)) from None
+        raise _unsupported(annotation, where, str(error).split("\n", 1)[0]) from None
 
 
 @functools.lru_cache(maxsize=256)
 def _cached(annotation: object) -> OutputSpec[Any]:
     return _build(annotation)
-
-
-def _first_line(error: Exception) -> str:
-    return str(error).split("\n", 1)[0]
 
 
 def _unsupported(annotation: object, where: str, detail: str) -> ConfigurationError:
@@ -316,23 +304,18 @@ def _check(annotation: object, *, top: bool = False) -> None:
     if origin is Annotated:
         _check(get_args(annotation)[0], top=top)
         return
-    if origin in _UNIONS:
-        for arg in get_args(annotation):
-            _check(arg)
+    if origin in _UNIONS or origin in _COLLECTIONS or origin in (dict, tuple):
+        for arg in get_args(annotation)[1 if origin is dict else 0 :]:
+            if arg is not Ellipsis:
+                _check(arg)
         return
-    if origin in _COLLECTIONS or origin is dict:
-        args = get_args(annotation)
-        _check(args[-1])
+    if annotation in _SCALARS or _is_enum(annotation) or _is_object(annotation):
         return
-    if isinstance(annotation, type):
-        if annotation in _SCALARS or _is_enum(annotation) or _is_object(annotation):
-            return
-        if annotation in _COLLECTIONS or annotation is dict:
-            raise _Unsupported(
-                f"{annotation.__name__} needs its item type, e.g. {annotation.__name__}[str]"
-                if annotation is not dict
-                else "dict needs its key and value types, e.g. dict[str, int]"
-            )
+    if annotation is dict:
+        raise _Unsupported("dict needs its key and value types, e.g. dict[str, int]")
+    if annotation in _COLLECTIONS or annotation is tuple:
+        name = getattr(annotation, "__name__", "")
+        raise _Unsupported(f"{name} needs its item type, e.g. {name}[str]")
     raise _Unsupported(f"{_display(annotation)} is not a type pydantic can read from JSON")
 
 
@@ -365,7 +348,7 @@ class _EnumByName:
         self.values = {str(m.value).casefold(): m for m in cls}
 
     def __call__(self, value: object) -> object:
-        if isinstance(value, self.cls) or not isinstance(value, str):
+        if not isinstance(value, str):
             return value
         key = bare(value).casefold()
         member = self.names.get(key) or self.values.get(key)
