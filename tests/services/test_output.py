@@ -8,7 +8,7 @@ import dataclasses
 import enum
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import date, datetime, time
 from decimal import Decimal
 from typing import Annotated, Any, Literal, Optional, Protocol, Union
@@ -25,9 +25,11 @@ from chatmemory import (
     UserMessage,
 )
 from chatmemory._frozen import thaw
-from chatmemory.models import Capability, ChatResponse, TokenUsage
+from chatmemory.models import Capability, ChatResponse, OpenAiChatModel, TokenUsage
 from chatmemory.services import Result, ai_service
 from chatmemory.testing import ScriptedChatModel
+from tests.models import test_openai as openai_wire
+from tests.models.fake_server import FakeServer, Reply, serve
 
 NO_SCHEMA = {Capability.TOOLS, Capability.STREAMING}
 
@@ -852,3 +854,37 @@ def test_an_unhashable_annotation_that_is_supported_still_works() -> None:
     declaration = type("Odd", (Protocol,), {"answer": answer})
     service: Any = ai_service(declaration, chat_model=ScriptedChatModel(["7"]))
     assert service.answer("q") == 7
+
+
+# -- on the wire: the official OpenAI SDK against the local server ------------------------------
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeServer]:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    yield from serve()
+
+
+def test_openai_receives_a_strict_named_wrapper_schema(server: FakeServer) -> None:
+    server.reply(
+        Reply(body=openai_wire.completion('{"values": ["NEGATIVE", "POSITIVE"]}')),
+        Reply(body=openai_wire.completion('{"value": "NEUTRAL"}')),
+    )
+    model = OpenAiChatModel(model="gpt-4o-mini", base_url=server.url + "/v1", api_key="sk-test")
+    try:
+        service = ai_service(Reads, chat_model=model)
+        assert service.moods("q") == {Sentiment.NEGATIVE, Sentiment.POSITIVE}
+        assert service.sentiment("q") is Sentiment.NEUTRAL
+    finally:
+        model.close()
+    sent = server.requests[0].body["response_format"]
+    assert sent["type"] == "json_schema"
+    assert sent["json_schema"]["name"] == "set_Sentiment"
+    assert sent["json_schema"]["strict"] is True
+    assert sent["json_schema"]["schema"]["properties"]["values"]["items"]["enum"] == [
+        "POSITIVE",
+        "NEGATIVE",
+        "NEUTRAL",
+    ]
+    assert server.requests[1].body["response_format"]["json_schema"]["name"] == "Sentiment"

@@ -139,7 +139,7 @@ class OutputSpec(Generic[T]):
             errors.append(error)
         if text.strip():
             tried = {text}
-            for candidate in json_candidates(text):
+            for candidate in json_candidates(text, arrays=self._wrapper is not None):
                 if candidate in tried:
                     continue
                 tried.add(candidate)

@@ -10,19 +10,23 @@ from collections.abc import Iterator
 __all__ = ["bare", "json_candidates", "line_items"]
 
 _FENCE = re.compile(r"```[ \t]*[\w+-]*[ \t]*\r?\n?(.*?)```", re.S)
-_START = re.compile(r"[\[{]")
+_OBJECT = re.compile(r'\{(?=\s*["}])')
+"""Where a JSON object may start: a brace before a key or a closing brace (not ``{name}``)."""
+_ANY = re.compile(r'\{(?=\s*["}])|\[(?=\s*[-"{\[\]\dtfn])')
+"""Where a JSON object or array may start."""
 _DECODER = json.JSONDecoder()
 _DRESS = "\"'`[]*. \t\r\n!,;"
 _MARKER = re.compile(r"^(?:[-*•]|\d+[.)])\s+")
 
 
-def json_candidates(text: str) -> Iterator[str]:
+def json_candidates(text: str, *, arrays: bool) -> Iterator[str]:
     """The pieces of `text` that may hold the answer, in order: the inside of the first code
-    fence, then each JSON object or array found in the text (nested ones too, outer first)."""
+    fence, then each JSON object (and array, with `arrays`) found in the text, nested ones too,
+    outer first."""
     fence = _FENCE.search(text)
     if fence is not None:
         yield fence.group(1).strip()
-    for start in _START.finditer(text):
+    for start in (_ANY if arrays else _OBJECT).finditer(text):
         try:
             _, end = _DECODER.raw_decode(text, start.start())
         except ValueError:
