@@ -270,14 +270,13 @@ def _build(annotation: object) -> OutputSpec[Any]:
     adapter: TypeAdapter[Any] = TypeAdapter(shape)  # type: ignore[arg-type]
     schema = adapter.json_schema()
     wrapper: TypeAdapter[Any] | None = None
-    key = "values" if _collection_item(annotation) is not None else "value"
+    item = _collection_item(annotation)
+    key = "values" if item is not None else "value"
     if _root_type(schema) != "object":
         model = _create_model(_name(annotation), **{key: (shape, ...)})  # type: ignore[call-overload]
         wrapper = TypeAdapter(model)
         schema = wrapper.json_schema()
     cleaned, strict = response_schema(schema)
-    item = _collection_item(annotation)
-    nullable = _nullable(annotation)
     return OutputSpec(
         annotation,
         adapter=adapter,
@@ -288,7 +287,7 @@ def _build(annotation: object) -> OutputSpec[Any]:
         instructions=_instructions(annotation, cleaned),
         single=wrapper is not None and item is None,
         per_line=item is not None and _is_scalar(item),
-        nullable=nullable,
+        nullable=_nullable(annotation),
     )
 
 
