@@ -1,55 +1,466 @@
-"""PLACEHOLDER until the output branch merges: str and JSON via pydantic."""
+"""Structured output: reading a model's answer as the type a service method declares.
+
+`output_spec(annotation)` is called once per method when the service is created; the spec it
+returns holds pydantic `TypeAdapter`s, the response-format schema and the format instructions,
+so a call only parses. The reading follows LangChain4j (research §1.5), with pydantic doing the
+schemas and the validation:
+
+* Types whose JSON schema is not an object (enums, `Literal`, numbers, dates, lists and sets,
+  unions) are asked for inside an object, ``{"value": ...}`` or ``{"values": [...]}`` for
+  collections, because a response format's root must be an object; the bare form is accepted
+  too, and so is plain text for a single value (``42``, ``2024-05-01``, ``"POSITIVE".``).
+* An enum is answered by member name, in any case, dressed in quotes, brackets, code fences or
+  a final period; its value is accepted as well.
+* A collection of simple values may also come one item per line.
+* JSON is found inside prose and code fences: the whole text is tried first (the fast path),
+  then the first code fence, then each JSON object or array in the text.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import enum
+import functools
 import json
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+import types
+import typing
+import uuid
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
+from typing import Annotated, Any, Generic, Literal, TypeVar, get_args, get_origin
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, BeforeValidator, TypeAdapter, ValidationError, WithJsonSchema
+from pydantic import create_model as _create_model
+from pydantic.errors import PydanticUserError
+from typing_extensions import is_typeddict
 
-from .._errors import OutputParsingError
+from .._errors import ConfigurationError, OutputParsingError, shorten
 from ..models import ResponseFormat
+from ._output_schema import response_schema
+from ._output_text import bare, json_candidates, line_items
+
+__all__ = ["OutputSpec", "output_spec"]
 
 T = TypeVar("T")
 
+_UNIONS = (typing.Union, types.UnionType)
+_COLLECTIONS = (list, set, frozenset)
+_PREFIX = "\nYou must answer strictly in the following format: "
+_JSON_PREFIX = "\nYou must answer strictly in the following JSON format: "
+_LINES = "\nYou must put every item on a separate line."
+_NULLS = ("null", "none")
 
-@dataclass(frozen=True, slots=True)
+_SCALARS: dict[type, tuple[str, str | None]] = {
+    # type: (what the answer must be, LangChain4j's format instruction without a schema)
+    bool: ("true or false", "one of [true, false]"),
+    int: ("an integer", "integer number"),
+    float: ("a number", "floating point number"),
+    Decimal: ("a number", "floating point number"),
+    datetime: ("a date and time, yyyy-MM-ddTHH:mm:ss", "yyyy-MM-ddTHH:mm:ss"),
+    date: ("a date, yyyy-MM-dd", "yyyy-MM-dd"),
+    time: ("a time, HH:mm:ss", "HH:mm:ss"),
+    timedelta: ("a duration", None),
+    uuid.UUID: ("a UUID", None),
+    str: ("a text", None),
+}
+
+SUPPORTED = (
+    "str, None, AiMessage, ChatResponse, Result[T], a text stream, or a structured type: an "
+    "enum, a Literal, int, float, bool, Decimal, date, datetime, time, UUID, a dataclass, a "
+    "TypedDict, a pydantic model, list[...], set[...], tuple[...] or dict[str, ...] of these, "
+    "or an Optional of one"
+)
+
+
 class OutputSpec(Generic[T]):
-    annotation: object
-    adapter: TypeAdapter[Any] | None
+    """How a method's answer is asked for and read: built once, used on every call."""
+
+    __slots__ = (
+        "_adapter",
+        "_format",
+        "_instructions",
+        "_key",
+        "_nullable",
+        "_per_line",
+        "_single",
+        "_wrapper",
+        "annotation",
+        "expected",
+    )
+
+    def __init__(
+        self,
+        annotation: object,
+        *,
+        adapter: TypeAdapter[Any] | None = None,
+        wrapper: TypeAdapter[Any] | None = None,
+        key: str = "value",
+        expected: str = "",
+        response_format: ResponseFormat | None = None,
+        instructions: str = "",
+        single: bool = False,
+        per_line: bool = False,
+        nullable: bool = False,
+    ) -> None:
+        self.annotation = annotation
+        self.expected = expected
+        """What the answer must be, in words, for error messages."""
+        self._adapter = adapter
+        self._wrapper = wrapper
+        self._key = key
+        self._format = response_format
+        self._instructions = instructions
+        self._single = single
+        self._per_line = per_line
+        self._nullable = nullable
 
     @property
     def is_text(self) -> bool:
-        return self.adapter is None
+        """The answer is the text as written (`str`): no schema, no instructions."""
+        return self._adapter is None
 
     def response_format(self) -> ResponseFormat | None:
-        if self.adapter is None:
-            return None
-        return ResponseFormat.json_schema(self.adapter.json_schema(), strict=False)
+        """The JSON-schema response format, for a model that supports one."""
+        return self._format
 
     def instructions(self) -> str:
-        if self.adapter is None:
-            return ""
-        return "\nYou must answer strictly in the following JSON format: " + json.dumps(
-            self.adapter.json_schema()
-        )
+        """The format instructions appended to the user message for a model without one."""
+        return self._instructions
 
     def parse(self, text: str) -> T:
-        if self.adapter is None:
+        """`text` read as the declared type; `OutputParsingError` when it cannot be."""
+        adapter = self._adapter
+        if adapter is None:
             return text  # type: ignore[return-value]
+        errors: list[ValidationError] = []
         try:
-            return self.adapter.validate_json(text)  # type: ignore[no-any-return]
+            return self._json(text, adapter)  # the fast path: the whole answer is the JSON
         except ValidationError as error:
-            raise OutputParsingError(
-                f"Failed to parse {text!r} into {self.annotation}: {error}",
-                text=text,
-                target=self.annotation,
-                reason=str(error),
-            ) from None
+            errors.append(error)
+        if text.strip():
+            tried = {text}
+            for candidate in json_candidates(text, arrays=self._wrapper is not None):
+                if candidate in tried:
+                    continue
+                tried.add(candidate)
+                try:
+                    return self._json(candidate, adapter)
+                except ValidationError as error:
+                    errors.append(error)
+            if self._single or self._per_line:
+                try:
+                    return self._plain(text, adapter)
+                except ValidationError as error:
+                    errors.append(error)
+        raise self._failure(text, errors)
+
+    def _json(self, text: str, adapter: TypeAdapter[Any]) -> T:
+        wrapper = self._wrapper
+        if wrapper is None:
+            return adapter.validate_json(text)  # type: ignore[no-any-return]
+        try:
+            return getattr(wrapper.validate_json(text), self._key)  # type: ignore[no-any-return]
+        except ValidationError as error:
+            if not _not_wrapped(error, self._key):
+                raise
+        return adapter.validate_json(text)  # type: ignore[no-any-return]
+
+    def _plain(self, text: str, adapter: TypeAdapter[Any]) -> T:
+        if self._per_line:
+            return adapter.validate_python(line_items(text))  # type: ignore[no-any-return]
+        value = bare(text)
+        if self._nullable and value.lower() in _NULLS:
+            return None  # type: ignore[return-value]
+        return adapter.validate_python(value)  # type: ignore[no-any-return]
+
+    def _failure(self, text: str, errors: list[ValidationError]) -> OutputParsingError:
+        if not text.strip():
+            reason = f"expected {self.expected}, got an empty answer"
+        else:
+            reason = f"expected {self.expected}; {_explain(_most_telling(errors))}"
+        return OutputParsingError(
+            f'Failed to parse "{shorten(text)}" into {_display(self.annotation)}: {reason}',
+            text=text,
+            target=self.annotation,
+            reason=reason,
+        )
+
+
+def _not_wrapped(error: ValidationError, key: str) -> bool:
+    """The JSON is not ``{"value": ...}`` at all (rather than a wrapper with a bad value)."""
+    return any(
+        e["type"] in ("missing", "model_type") and e["loc"] in ((key,), ()) for e in error.errors()
+    )
+
+
+def _most_telling(errors: list[ValidationError]) -> ValidationError:
+    """The error about JSON that was found (not the one saying the text is not JSON)."""
+    for error in errors:
+        if not all(e["type"] in ("json_invalid", "json_type") for e in error.errors()):
+            return error
+    return errors[0]
+
+
+def _explain(error: ValidationError) -> str:
+    parts = []
+    for detail in error.errors(include_url=False)[:5]:
+        where = ".".join(str(part) for part in detail["loc"])
+        got = shorten(repr(detail["input"]), 60) if detail["type"] != "json_invalid" else ""
+        text = detail["msg"] + (f" (got {got})" if got else "")
+        parts.append(f"{where}: {text}" if where else text)
+    return "; ".join(parts)
+
+
+def _display(annotation: object) -> str:
+    """A type as written in a declaration: ``list[Person]``, ``Color | None``."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if annotation is type(None):
+        return "None"
+    if origin is Annotated:
+        return _display(args[0])
+    if origin is Literal:
+        return f"Literal[{', '.join(map(repr, args))}]"
+    if origin in _UNIONS:
+        return " | ".join(map(_display, args))
+    if isinstance(annotation, list):  # the parameters of a Callable
+        return f"[{', '.join(map(_display, annotation))}]"
+    if origin is not None and args:
+        return f"{_display(origin)}[{', '.join(map(_display, args))}]"
+    name = getattr(annotation, "__qualname__", None)
+    return name if isinstance(name, str) and isinstance(annotation, type) else repr(annotation)
+
+
+# -- building a spec ---------------------------------------------------------------------------
+
+
+class _Unsupported(Exception):
+    pass
 
 
 def output_spec(annotation: object, *, where: str) -> OutputSpec[Any]:
+    """The spec of a method that returns `annotation`; `where` names the method in errors."""
+    try:
+        try:
+            return _cached(annotation)
+        except TypeError:  # an annotation that cannot be hashed (a dict in Annotated...)
+            return _build(annotation)
+    except _Unsupported as error:
+        raise _unsupported(annotation, where, str(error)) from None
+    except PydanticUserError as error:
+        raise _unsupported(annotation, where, str(error).split("\n", 1)[0]) from None
+
+
+@functools.lru_cache(maxsize=256)
+def _cached(annotation: object) -> OutputSpec[Any]:
+    return _build(annotation)
+
+
+def _unsupported(annotation: object, where: str, detail: str) -> ConfigurationError:
+    return ConfigurationError(
+        f"{where} returns {_display(annotation)}, which the answer cannot be read into: "
+        f"{detail}. A service method returns {SUPPORTED}"
+    )
+
+
+def _build(annotation: object) -> OutputSpec[Any]:
     if annotation is str:
-        return OutputSpec(annotation, None)
-    return OutputSpec(annotation, TypeAdapter(annotation))  # type: ignore[arg-type]
+        return OutputSpec(annotation)
+    _check(annotation, top=True)
+    shape = _lenient(annotation)
+    adapter: TypeAdapter[Any] = TypeAdapter(shape)  # type: ignore[arg-type]
+    schema = adapter.json_schema()
+    wrapper: TypeAdapter[Any] | None = None
+    item = _collection_item(annotation)
+    key = "values" if item is not None else "value"
+    if _root_type(schema) != "object":
+        model = _create_model(_name(annotation), **{key: (shape, ...)})  # type: ignore[call-overload]
+        wrapper = TypeAdapter(model)
+        schema = wrapper.json_schema()
+    cleaned, strict = response_schema(schema)
+    return OutputSpec(
+        annotation,
+        adapter=adapter,
+        wrapper=wrapper,
+        key=key,
+        expected=_expected(annotation),
+        response_format=ResponseFormat.json_schema(cleaned, name=_name(annotation), strict=strict),
+        instructions=_instructions(annotation, cleaned),
+        single=wrapper is not None and item is None,
+        per_line=item is not None and _is_scalar(item),
+        nullable=_nullable(annotation),
+    )
+
+
+def _check(annotation: object, *, top: bool = False) -> None:
+    """`_Unsupported` unless `annotation` is a type an answer can be read into."""
+    if annotation is type(None):
+        if top:
+            raise _Unsupported("None alone carries no answer (declare -> None on the method)")
+        return
+    origin = get_origin(annotation)
+    if origin is Literal:
+        return
+    if origin is Annotated:
+        _check(get_args(annotation)[0], top=top)
+        return
+    if origin in _UNIONS or origin in _COLLECTIONS or origin in (dict, tuple):
+        for arg in get_args(annotation)[1 if origin is dict else 0 :]:
+            if arg is not Ellipsis:
+                _check(arg)
+        return
+    if annotation in _SCALARS or _is_enum(annotation) or _is_object(annotation):
+        return
+    if annotation is dict:
+        raise _Unsupported("dict needs its key and value types, e.g. dict[str, int]")
+    if annotation in _COLLECTIONS or annotation is tuple:
+        name = getattr(annotation, "__name__", "")
+        raise _Unsupported(f"{name} needs its item type, e.g. {name}[str]")
+    raise _Unsupported(f"{_display(annotation)} is not a type pydantic can read from JSON")
+
+
+def _lenient(annotation: object) -> object:
+    """`annotation` with its enums read by name (any case, dressed) and its string `Literal`s
+    in any case, at the top and in collections and unions."""
+    origin = get_origin(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        names = [member.name for member in annotation]
+        return Annotated[
+            annotation,
+            BeforeValidator(_EnumByName(annotation)),
+            WithJsonSchema({"type": "string", "enum": names}),
+        ]
+    if origin is Literal and all(isinstance(a, str) for a in get_args(annotation)):
+        return Annotated[annotation, BeforeValidator(_LiteralAnyCase(get_args(annotation)))]
+    if origin in _COLLECTIONS:
+        return origin[_lenient(get_args(annotation)[0])]
+    if origin in _UNIONS:
+        return typing.Union[tuple(_lenient(a) for a in get_args(annotation))]  # noqa: UP007
+    return annotation
+
+
+class _EnumByName:
+    """A before-validator: a member's name (any case, dressed) or value becomes the member."""
+
+    def __init__(self, cls: type[enum.Enum]) -> None:
+        self.cls = cls
+        self.names = {m.name.casefold(): m for m in cls}
+        self.values = {str(m.value).casefold(): m for m in cls}
+
+    def __call__(self, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        key = bare(value).casefold()
+        member = self.names.get(key) or self.values.get(key)
+        if member is None:
+            raise ValueError(f"Input should be one of {', '.join(m.name for m in self.cls)}")
+        return member
+
+
+class _LiteralAnyCase:
+    def __init__(self, choices: tuple[str, ...]) -> None:
+        self.choices = {c.casefold(): c for c in choices}
+
+    def __call__(self, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        return self.choices.get(bare(value).casefold(), value)
+
+
+def _root_type(schema: dict[str, Any]) -> object:
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        return schema["$defs"][ref.removeprefix("#/$defs/")].get("type")
+    return schema.get("type")
+
+
+def _collection_item(annotation: object) -> object | None:
+    return get_args(annotation)[0] if get_origin(annotation) in _COLLECTIONS else None
+
+
+def _non_null(annotation: object) -> list[object]:
+    return [a for a in get_args(annotation) if a is not type(None)]
+
+
+def _nullable(annotation: object) -> bool:
+    return get_origin(annotation) in _UNIONS and type(None) in get_args(annotation)
+
+
+def _is_scalar(annotation: object) -> bool:
+    if get_origin(annotation) is Literal:
+        return True
+    return isinstance(annotation, type) and (
+        annotation in _SCALARS or issubclass(annotation, enum.Enum)
+    )
+
+
+def _is_object(annotation: object) -> bool:
+    return isinstance(annotation, type) and (
+        issubclass(annotation, BaseModel)
+        or dataclasses.is_dataclass(annotation)
+        or is_typeddict(annotation)
+    )
+
+
+def _is_enum(annotation: object) -> typing.TypeGuard[type[enum.Enum]]:
+    return isinstance(annotation, type) and issubclass(annotation, enum.Enum)
+
+
+def _name(annotation: object) -> str:
+    """A response-format name from the type: letters, digits, ``_`` and ``-``, at most 64."""
+    text = _display(annotation)
+    name = "".join(c if c.isascii() and (c.isalnum() or c in "_-") else "_" for c in text)
+    return "_".join(part for part in name.split("_") if part)[:64] or "answer"
+
+
+def _expected(annotation: object) -> str:
+    if _nullable(annotation):
+        return " or ".join(_expected(a) for a in _non_null(annotation)) + " or null"
+    if _is_enum(annotation):
+        return "one of " + ", ".join(m.name for m in annotation)
+    if get_origin(annotation) is Literal:
+        return "one of " + ", ".join(repr(a) for a in get_args(annotation))
+    item = _collection_item(annotation)
+    if item is not None:
+        lines = " (or one per line)" if _is_scalar(item) else ""
+        return f'a JSON array, or {{"values": [...]}}, of {_plural(item)}{lines}'
+    if isinstance(annotation, type) and annotation in _SCALARS:
+        return _SCALARS[annotation][0]
+    if _is_object(annotation):
+        return f"a JSON object of {_display(annotation)}"
+    return f"a JSON value of {_display(annotation)}"
+
+
+def _plural(item: object) -> str:
+    if _is_enum(item):
+        return "names among " + ", ".join(m.name for m in item)
+    if isinstance(item, type) and item in _SCALARS:
+        return f"items each {_SCALARS[item][0]}"
+    return f"{_display(item)} items"
+
+
+def _instructions(annotation: object, schema: dict[str, Any]) -> str:
+    """LangChain4j's format instructions (§1.5) for a model without JSON-schema support; the
+    JSON schema itself where LangChain4j writes a pseudo-JSON (or nothing)."""
+    item = _collection_item(annotation)
+    if _is_enum(annotation):
+        return "\nYou must answer strictly with one of these enums:\n" + _lines(annotation)
+    if get_origin(annotation) is Literal and all(isinstance(a, str) for a in get_args(annotation)):
+        return "\nYou must answer strictly with one of these values:\n" + "\n".join(
+            get_args(annotation)
+        )
+    if _is_enum(item):
+        return (
+            "\nYou must answer strictly with zero or more of these enums on a separate line:\n"
+            + _lines(item)
+        )
+    if item is str:
+        return _LINES
+    if isinstance(annotation, type) and annotation in _SCALARS:
+        instruction = _SCALARS[annotation][1]
+        if instruction is not None:
+            return _PREFIX + instruction
+    return _JSON_PREFIX + json.dumps(schema)
+
+
+def _lines(cls: type[enum.Enum]) -> str:
+    return "\n".join(m.name for m in cls)
