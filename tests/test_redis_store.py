@@ -613,6 +613,32 @@ def test_an_async_kept_window_is_confirmed_with_one_hget(prefix: str) -> None:
     asyncio.run(main())
 
 
+def test_what_a_store_remembers_per_id_is_bounded(prefix: str) -> None:
+    """Keys and "seen changing" marks are kept for at most 1,024 ids, then forgotten together:
+    a forgotten id asks for its version first again."""
+    client = cast(_Recording, _Recording.from_url(REDIS_URL))
+    client.sent = []
+    with (
+        RedisChatMemoryStore(client=client, prefix=prefix) as mine,
+        RedisChatMemoryStore(REDIS_URL, prefix=prefix) as other,
+    ):
+        memory = MessageWindowChatMemory(id="hot", max_messages=10, store=mine)
+        memory.add(UserMessage("one"))
+        for text in ("two", "three"):
+            version = other.load_window("hot").version
+            assert other.commit_window(
+                "hot", version=version, append=[_new(AiMessage(text))], evict=[]
+            )
+            client.sent.clear()
+            memory.messages()
+            if text == "two":
+                assert client.sent == ["HGET", "EVALSHA"]  # now marked as changing
+                for n in range(redis_store._KEYS_CACHED):
+                    mine.load_window(f"other-{n}")  # fills the memo of keys
+        assert client.sent == ["HGET", "EVALSHA"]  # the mark went with the keys
+    client.close()
+
+
 # --- an unreachable server ----------------------------------------------------------------------
 
 
