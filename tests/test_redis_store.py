@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -37,8 +37,11 @@ from chatmemory.stores import redis as redis_store
 from tests.conftest import REDIS_URL
 from tests.stores import backends  # noqa: F401  (first: it imports every backend module)
 from tests.stores.backend_redis import isolated_prefix
+from tests.stores.backends import AwaitableFacade, memory_for
 
 redis = pytest.importorskip("redis")
+from redis import Redis  # noqa: E402
+from redis.asyncio import Redis as AsyncRedis  # noqa: E402
 from redis.backoff import NoBackoff  # noqa: E402
 from redis.crc import key_slot  # noqa: E402
 from redis.retry import Retry  # noqa: E402
@@ -521,6 +524,119 @@ def test_sync_and_async_stores_share_the_same_data(
 
     asyncio.run(main())
     assert store.history("shared") == []
+
+
+# --- round trips ------------------------------------------------------------------------------
+
+
+class _Recording(Redis):
+    """A client that notes the name of every command it sends."""
+
+    sent: list[str]
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        self.sent.append(str(args[0]).upper())
+        return super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
+
+
+class _AsyncRecording(AsyncRedis):
+    sent: list[str]
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        self.sent.append(str(args[0]).upper())
+        return await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
+
+
+def _new(message: Any) -> NewMessage:
+    return NewMessage(message)
+
+
+async def _round_trips(mine: Any, other_store: Any, mode: str, sent: list[str]) -> None:
+    """A kept window costs one HGET to confirm, the load script once it changed (and on the
+    next read, which clears the mark), and after a lost race the retry reads with the script."""
+    memory = memory_for(mine, mode, "trips", max_messages=10)
+    other = AwaitableFacade(other_store) if mode == "sync" else other_store
+    await memory.add(UserMessage("one"))
+    sent.clear()
+    assert await memory.messages() == [UserMessage("one")]
+    assert sent == ["HGET"]
+    v = (await other.load_window("trips")).version
+    assert await other.commit_window("trips", version=v, append=[_new(AiMessage("two"))], evict=[])
+    sent.clear()
+    assert await memory.messages() == [UserMessage("one"), AiMessage("two")]
+    assert sent == ["HGET", "EVALSHA"]
+    sent.clear()
+    await memory.messages()
+    await memory.messages()
+    assert sent == ["EVALSHA", "HGET"]  # a change seen: the script at once, until unchanged
+    v = (await other.load_window("trips")).version
+    assert await other.commit_window("trips", version=v, append=[_new(AiMessage("3"))], evict=[])
+    sent.clear()
+    await memory.add(UserMessage("four"))  # on a stale kept window: the commit loses
+    assert sent == ["EVALSHA", "EVALSHA", "EVALSHA"]  # commit, load script, commit
+    assert await memory.messages() == [
+        UserMessage("one"),
+        AiMessage("two"),
+        AiMessage("3"),
+        UserMessage("four"),
+    ]
+    await other.delete_messages("trips")
+    assert await memory.messages() == []
+    assert await memory.messages() == []  # an id seen deleted stays empty
+
+
+def test_a_kept_window_is_confirmed_with_one_hget(prefix: str) -> None:
+    async def main() -> None:
+        client = cast(_Recording, _Recording.from_url(REDIS_URL))
+        client.sent = []
+        with (
+            RedisChatMemoryStore(client=client, prefix=prefix) as mine,
+            RedisChatMemoryStore(REDIS_URL, prefix=prefix) as other,
+        ):
+            await _round_trips(mine, other, "sync", client.sent)
+        client.close()
+
+    asyncio.run(main())
+
+
+def test_an_async_kept_window_is_confirmed_with_one_hget(prefix: str) -> None:
+    async def main() -> None:
+        client = cast(_AsyncRecording, _AsyncRecording.from_url(REDIS_URL))
+        client.sent = []
+        async with (
+            AsyncRedisChatMemoryStore(client=client, prefix=prefix) as mine,
+            AsyncRedisChatMemoryStore(REDIS_URL, prefix=prefix) as other,
+        ):
+            await _round_trips(mine, other, "async", client.sent)
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_what_a_store_remembers_per_id_is_bounded(prefix: str) -> None:
+    """Keys and "seen changing" marks are kept for at most 1,024 ids, then forgotten together:
+    a forgotten id asks for its version first again."""
+    client = cast(_Recording, _Recording.from_url(REDIS_URL))
+    client.sent = []
+    with (
+        RedisChatMemoryStore(client=client, prefix=prefix) as mine,
+        RedisChatMemoryStore(REDIS_URL, prefix=prefix) as other,
+    ):
+        memory = MessageWindowChatMemory(id="hot", max_messages=10, store=mine)
+        memory.add(UserMessage("one"))
+        for text in ("two", "three"):
+            version = other.load_window("hot").version
+            assert other.commit_window(
+                "hot", version=version, append=[_new(AiMessage(text))], evict=[]
+            )
+            client.sent.clear()
+            memory.messages()
+            if text == "two":
+                assert client.sent == ["HGET", "EVALSHA"]  # now marked as changing
+                for n in range(redis_store._KEYS_CACHED):
+                    mine.load_window(f"other-{n}")  # fills the memo of keys
+        assert client.sent == ["HGET", "EVALSHA"]  # the mark went with the keys
+    client.close()
 
 
 # --- an unreachable server ----------------------------------------------------------------------

@@ -230,6 +230,26 @@ def test_processes_running_service_turns_on_one_id_commit_whole_turns(
     assert asked == sorted((f"p{p}", i) for p in range(processes) for i in range(turns))
 
 
+def test_a_kept_window_sees_what_another_process_committed(target: Target, spec: StoreSpec) -> None:
+    """A memory keeps its window between operations; another process's commits on the same id
+    show in its next read, and its next add (on the stale kept window) lands after them."""
+    with _workers.open_store(spec) as store:
+        memory = MessageWindowChatMemory(id="kept", max_messages=WINDOW, store=store)
+        memory.add(UserMessage(_workers.text_of("parent", 0)))
+        assert memory.messages() == [UserMessage(_workers.text_of("parent", 0))]
+        for round_ in range(2):
+            run_processes([writer(spec, "kept", f"child{round_}", 15)])
+            with _workers.open_store(spec) as other:
+                expected = other.get_messages("kept")
+            assert memory.messages() == expected  # the other process's rows, not the kept ones
+            memory.add(UserMessage(_workers.text_of("parent", round_ + 1)))
+            written = check_whole(target, spec, "kept")
+            assert written[-1] == ("parent", round_ + 1)
+            assert memory.messages() == store.get_messages("kept")
+    assert [i for p, i in written if p == "parent"] == [0, 1, 2]  # each add stored once
+    assert [i for p, i in written if p == "child1"] == list(range(15))
+
+
 def test_a_writer_killed_mid_loop_leaves_a_store_that_opens_and_reads(
     target: Target, spec: StoreSpec
 ) -> None:

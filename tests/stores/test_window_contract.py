@@ -24,7 +24,7 @@ from chatmemory import (
 )
 from chatmemory.stores import Committed, NewMessage
 
-from .backends import Context, drive, memory_for, store_params
+from .backends import AwaitableFacade, Context, drive, memory_for, store_params
 
 ESTIMATOR = OpenAiTokenCountEstimator("gpt-4o-mini")
 
@@ -251,6 +251,43 @@ def test_an_unreachable_server_is_a_store_error_naming_the_memory_id(
             with pytest.raises(StoreError, match="memory id 'far'") as caught:
                 store.load_window("far")
             assert caught.value.memory_id == "far"
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("backend", store_params(lambda b: b.shared))
+def test_a_kept_window_sees_commits_made_through_another_store(
+    backend: Any, context: Context
+) -> None:
+    """Two store objects on the same data (two connections, as two processes have): what one
+    commits shows in the next read of a memory that keeps its window on the other, and an add
+    on that stale window lands after it, each message stored once."""
+    owner, mode = backend
+
+    def texts(messages: list[ChatMessage]) -> list[str | None]:
+        return [getattr(m, "text", None) for m in messages]
+
+    async def main() -> None:
+        opener = owner.open_sync if mode == "sync" else owner.open_async
+        async with opener(context) as first, opener(context) as second:
+            mine = memory_for(first, mode, "both", max_messages=4)
+            theirs = memory_for(second, mode, "both", max_messages=4)
+            await mine.add(UserMessage("a"))
+            assert texts(await mine.messages()) == ["a"]
+            await theirs.add(UserMessage("b"))
+            assert texts(await mine.messages()) == ["a", "b"]
+            await theirs.add(UserMessage("c"))
+            await mine.add(UserMessage("d"))  # on a stale kept window: retried on a fresh read
+            await theirs.add(UserMessage("e"), UserMessage("f"))
+            assert texts(await mine.messages()) == ["c", "d", "e", "f"]
+            assert texts(await theirs.messages()) == ["c", "d", "e", "f"]
+            reader = AwaitableFacade(second) if mode == "sync" else second
+            history = await reader.history("both")
+            assert [h.message.text for h in history] == ["a", "b", "c", "d", "e", "f"]
+            await theirs.clear()
+            assert await mine.messages() == []
+            await mine.add(UserMessage("g"))
+            assert texts(await theirs.messages()) == ["g"]
 
     asyncio.run(main())
 

@@ -284,13 +284,17 @@ class MemoryCore:
         that stayed (evictions are mostly at the head: a slice) and the new ones."""
         rows = view.snapshot.rows
         if evict:
+            # every evicted seq is one of `rows`: look only as far as the last of them (the
+            # head of the window, past a pinned system message), and slice the rest
             gone = set(evict)
-            lead = 0
-            while lead < len(rows) and rows[lead].seq in gone:
-                lead += 1
-            rows = rows[lead:]
-            if len(gone) > lead:
-                rows = tuple(row for row in rows if row.seq not in gone)
+            found = end = 0
+            while found < len(gone) and end < len(rows):
+                found += rows[end].seq in gone
+                end += 1
+            if found == end:
+                rows = rows[end:]
+            else:
+                rows = (*(row for row in rows[:end] if row.seq not in gone), *rows[end:])
         new_rows = []
         for offset, (entry, new) in enumerate(zip(added, append, strict=True)):
             if new.in_window:

@@ -11,7 +11,8 @@ Every memory id lives in four keys that share one Redis Cluster hash tag, the wh
 
 In `<id>`, `%`, `{` and `}` are percent-encoded, so the hash tag is always exactly the memory id,
 two ids never share a key, and all keys of an id sit in one cluster slot. Reading the window is
-one Lua script touching only the window's rows; a commit is one Lua script that checks the
+one Lua script touching only the window's rows (a reader that holds the current version learns
+so from one HGET); a commit is one Lua script that checks the
 version, appends rows, takes evicted seqs out of the window and bumps the version, so adding a
 message costs the same after 100 or 100,000 of them, and a write is applied whole or not at all.
 """
@@ -460,6 +461,9 @@ class _RedisStore:
         self._read = MessageReader()
         self._closed = False
         self._key_cache: dict[str, list[bytes]] = {}
+        self._moving: set[str] = set()
+        """Memory ids whose last check found a change (or whose commit lost a race): their
+        next read runs the load script at once. A subset of the ids in `_key_cache`."""
 
     def _keys(self, memory_id: str) -> list[bytes]:
         """The keys of `memory_id` (validated on first use, then remembered: callers only read)."""
@@ -469,8 +473,41 @@ class _RedisStore:
             keys = _keys(self._prefix, memory_id)
             if len(self._key_cache) >= _KEYS_CACHED:
                 self._key_cache.clear()
+                self._moving.clear()
             self._key_cache[memory_id] = keys
             return keys
+
+    def _asks_version_first(self, memory_id: str) -> bool:
+        """Whether a read holding a snapshot should first ask for the version alone: a plain
+        HGET, cheaper than the load script, answers "unchanged", the usual case for a memory
+        that keeps its window. Not for an id just seen changing: there the script answers in
+        one round trip what would otherwise take two."""
+        return memory_id not in self._moving
+
+    def _unchanged(
+        self, memory_id: str, since: WindowSnapshot, version: bytes | str | None
+    ) -> bool:
+        """Whether the stored `version` (HGET of meta, None for an unknown id) is `since`'s;
+        versions never repeat for a memory id, so that is the whole check (as in `_LOAD`)."""
+        same = since.version == 0 if version is None else _text(version) == str(since.version)
+        if not same:
+            self._moving.add(memory_id)
+        return same
+
+    def _loaded(
+        self, memory_id: str, reply: list[Any], since: WindowSnapshot | None, errors: Errors
+    ) -> WindowSnapshot:
+        """The snapshot the load script's `reply` describes (`since` itself when unchanged)."""
+        if since is not None and len(reply) == 1:  # unchanged
+            self._moving.discard(memory_id)
+            return since
+        return _snapshot(memory_id, reply, self._read, since, errors)
+
+    def _after_commit(self, memory_id: str, reply: list[Any]) -> Committed | None:
+        committed = _committed(reply)
+        if committed is None:  # lost a race: the retry's read will find a change
+            self._moving.add(memory_id)
+        return committed
 
     def _commit_args(
         self, version: int, append: Sequence[NewMessage], evict: Sequence[int]
@@ -564,19 +601,24 @@ class RedisChatMemoryStore(_RedisStore, BasicContract, WindowStore, HistoryStore
     def load_window(
         self, memory_id: str, *, since: WindowSnapshot | None = None, errors: Errors = "raise"
     ) -> WindowSnapshot:
-        """The window; with `since`, one round trip that returns `since` when unchanged and
-        otherwise only the messages `since` does not hold."""
+        """The window; with `since`, one round trip that returns `since` when unchanged (a
+        plain HGET of the version) and otherwise only the messages `since` does not hold (the
+        load script; after a change, the next read runs the script at once)."""
         keys = self._keys(memory_id)
         check_errors(errors)
         if self._closed:
             raise self._closed_error("read the window", memory_id)
         try:
+            if (
+                since is not None
+                and self._asks_version_first(memory_id)
+                and self._unchanged(memory_id, since, self._client.hget(keys[0], "version"))
+            ):
+                return since
             reply = self._run(self._load, keys, _load_args(since))
         except redis.RedisError as error:
             raise self._failure("read the window", memory_id, error) from error
-        if since is not None and len(reply) == 1:  # unchanged
-            return since
-        return _snapshot(memory_id, reply, self._read, since, errors)
+        return self._loaded(memory_id, reply, since, errors)
 
     def commit_window(
         self,
@@ -594,7 +636,7 @@ class RedisChatMemoryStore(_RedisStore, BasicContract, WindowStore, HistoryStore
             reply = self._run(self._commit, keys, args)
         except redis.RedisError as error:
             raise self._failure("commit the window", memory_id, error) from error
-        return _committed(reply)
+        return self._after_commit(memory_id, reply)
 
     def delete_messages(self, memory_id: str) -> None:
         keys = self._keys(memory_id)
@@ -685,12 +727,16 @@ class AsyncRedisChatMemoryStore(
         if self._closed:
             raise self._closed_error("read the window", memory_id)
         try:
+            if (
+                since is not None
+                and self._asks_version_first(memory_id)
+                and self._unchanged(memory_id, since, await self._client.hget(keys[0], "version"))
+            ):
+                return since
             reply = await self._run(self._load, keys, _load_args(since))
         except redis.RedisError as error:
             raise self._failure("read the window", memory_id, error) from error
-        if since is not None and len(reply) == 1:  # unchanged
-            return since
-        return _snapshot(memory_id, reply, self._read, since, errors)
+        return self._loaded(memory_id, reply, since, errors)
 
     async def commit_window(
         self,
@@ -708,7 +754,7 @@ class AsyncRedisChatMemoryStore(
             reply = await self._run(self._commit, keys, args)
         except redis.RedisError as error:
             raise self._failure("commit the window", memory_id, error) from error
-        return _committed(reply)
+        return self._after_commit(memory_id, reply)
 
     async def delete_messages(self, memory_id: str) -> None:
         keys = self._keys(memory_id)

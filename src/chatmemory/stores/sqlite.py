@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import os
 import sqlite3
@@ -54,9 +53,7 @@ _BUMP = """
     WHERE memory_id = ?1 AND version = ?4
     RETURNING memory_key, version, created_at, next_seq - ?3, updated_at
 """
-_EVICT = """
-    DELETE FROM chatmemory_window WHERE memory_key = ? AND seq IN (SELECT value FROM json_each(?))
-"""
+_EVICT = "DELETE FROM chatmemory_window WHERE memory_key = ? AND seq = ?"
 _APPEND = """
     INSERT INTO chatmemory_messages (memory_key, seq, created_at, message) VALUES (?, ?, ?, ?)
 """
@@ -227,6 +224,8 @@ class SqliteChatMemoryStore(BasicContract, WindowStore, HistoryStore):
         self._pid = os.getpid()
         self._read = MessageReader()
         self._writes = 0
+        self._data_version: int | None = None
+        """The last `PRAGMA data_version` read (see `_seen`)."""
         self._connection: sqlite3.Connection | None = None
         self._connection = self._open()
 
@@ -304,7 +303,7 @@ class SqliteChatMemoryStore(BasicContract, WindowStore, HistoryStore):
         check_memory_id(memory_id)
         self._writable(memory_id)
         payloads = [message_to_json(new.message) for new in append]  # before taking any lock
-        evicted = json.dumps([int(seq) for seq in evict]) if evict else None
+        evicted = [int(seq) for seq in evict]
         with self._using("commit the window", memory_id) as connection, transaction(connection):
             self._writes += 1
             now = now_micros()
@@ -319,9 +318,18 @@ class SqliteChatMemoryStore(BasicContract, WindowStore, HistoryStore):
             if row is None:
                 return None  # another writer got there first: nothing written
             key, new_version, born, created = row[0], row[1], row[2], row[-1]
-            if evicted is not None:
-                connection.execute(_EVICT, (key, evicted))
-            if payloads:
+            if len(evicted) == 1:  # the usual case: one statement, no executemany
+                connection.execute(_EVICT, (key, evicted[0]))
+            elif evicted:
+                connection.executemany(_EVICT, [(key, seq) for seq in evicted])
+            if len(payloads) == 1:
+                new = append[0]
+                connection.execute(_APPEND, (key, first_seq, created, payloads[0]))
+                if new.in_window:
+                    connection.execute(
+                        _ENTER_WINDOW, (key, first_seq, new.token_count, new.counted_by)
+                    )
+            elif payloads:
                 connection.executemany(
                     _APPEND,
                     [(key, first_seq + i, created, text) for i, text in enumerate(payloads)],
@@ -334,7 +342,10 @@ class SqliteChatMemoryStore(BasicContract, WindowStore, HistoryStore):
                         if new.in_window
                     ],
                 )
-            stamp = (*self._seen(connection), born)
+            # No PRAGMA here: the data_version this connection last read is older than this
+            # commit, so a snapshot stamped with it is confirmed the moment nothing else was
+            # committed since, and only looked up again (`_VERSION`) otherwise.
+            stamp = (self._data_version, self._writes, born)
         return Committed(new_version, first_seq, stamp)
 
     def delete_messages(self, memory_id: str) -> None:
@@ -409,12 +420,14 @@ class SqliteChatMemoryStore(BasicContract, WindowStore, HistoryStore):
 
     def _seen(self, connection: sqlite3.Connection) -> tuple[int, int]:
         """What changes whenever the file may have: another connection's commit bumps SQLite's
-        data_version (read inside our write transaction, no other commit can slip in), ours
-        bump `_writes` (counted on every attempt, so a failed one also invalidates).
+        data_version, ours bump `_writes` (counted on every attempt, so a failed one also
+        invalidates). A commit stamps its snapshot with the data_version last read, which
+        precedes it: conservative, since any other commit after that read changes the value.
 
         A snapshot's stamp is this plus the creation time of the memory id's row, which tells
         the life of the memory id its rows belong to."""
-        return connection.execute("PRAGMA data_version").fetchone()[0], self._writes
+        self._data_version = connection.execute("PRAGMA data_version").fetchone()[0]
+        return self._data_version, self._writes
 
     def _open(self) -> sqlite3.Connection:
         if self._read_only:
