@@ -28,6 +28,7 @@ from ._augmentor import (
     DefaultRetrievalAugmentor,
     RetrievalAugmentor,
 )
+from ._documents import Document, DocumentKey, load_document
 from ._embeddings import (
     AsyncEmbeddingModel,
     Embedding,
@@ -41,12 +42,14 @@ from ._embeddings import (
     relevance_score,
 )
 from ._filters import Filter, MetadataKey, key
+from ._ingest import Ingestor, IngestProgress, IngestReport
 from ._rerank import RerankScoringModel
 from ._retrievers import (
     EmbeddingStoreContentRetriever,
     FullTextContentRetriever,
     HybridContentRetriever,
 )
+from ._splitters import DocumentSplitter, ParagraphSplitter, SentenceSplitter, WordSplitter
 from ._stages import (
     CompressingQueryTransformer,
     ContentAggregator,
@@ -87,6 +90,9 @@ __all__ = [
     "DefaultQueryRouter",
     "DefaultQueryTransformer",
     "DefaultRetrievalAugmentor",
+    "Document",
+    "DocumentKey",
+    "DocumentSplitter",
     "Embedding",
     "EmbeddingMatch",
     "EmbeddingModel",
@@ -99,8 +105,12 @@ __all__ = [
     "FullTextContentRetriever",
     "FullTextSearch",
     "HybridContentRetriever",
+    "IngestProgress",
+    "IngestReport",
+    "Ingestor",
     "LanguageModelQueryRouter",
     "MetadataKey",
+    "ParagraphSplitter",
     "PgVectorEmbeddingStore",
     "Query",
     "QueryMetadata",
@@ -112,12 +122,15 @@ __all__ = [
     "RetrievalAugmentor",
     "ScoringModel",
     "SearxngWebSearchEngine",
+    "SentenceSplitter",
     "TextSegment",
     "WebSearchContentRetriever",
     "WebSearchEngine",
     "WebSearchResult",
+    "WordSplitter",
     "cosine_similarity",
     "key",
+    "load_document",
     "relevance_score",
 ]
 
