@@ -23,6 +23,9 @@ from ._values import TextSegment
 
 __all__ = ["IngestProgress", "IngestReport", "Ingestor", "model_label"]
 
+Sources = Iterable[str | Path | Document] | str | Path | Document
+"""Files, directories, documents, or one of them."""
+
 _NAMESPACE = uuid.UUID("6f1c3f5e-1d6b-4c55-9a44-5c3c7e0f2a91")
 
 
@@ -100,7 +103,7 @@ class Ingestor:
 
     def ingest(
         self,
-        sources: Iterable[str | Path | Document],
+        sources: Sources,
         *,
         progress: Callable[[IngestProgress], None] | None = None,
     ) -> IngestReport:
@@ -120,46 +123,35 @@ class Ingestor:
                 self._store(self._segments([item], None), counts, tell, done)
                 report.files += 1
                 continue
+            source = str(item.resolve())
+            digest = file_digest(item, repr(self.splitter), self.label)
+            same_file = key(DocumentKey.SOURCE).eq(source)
+            if self._has(same_file & key(DocumentKey.FILE_HASH).eq(digest)):
+                report.skipped += 1
+                continue
             try:
-                stored = self._file(item, counts, tell, done)
-            except ConfigurationError as exc:
+                documents = load_document(item)
+            except ConfigurationError as exc:  # this file only: the others go on
                 report.failed[str(item)] = str(exc)
                 continue
-            if stored is None:
-                report.skipped += 1
-            else:
-                report.files += 1
-                report.replaced += stored
+            self._store(self._segments(documents, digest), counts, tell, done)
+            older = same_file & key(DocumentKey.FILE_HASH).ne(digest)
+            if self._has(older):  # removed only once the new version is stored
+                self.store.remove_all(filter=older)
+                report.replaced += 1
+            report.files += 1
         report.segments = counts[0]
         tell(len(items), None)
         return report
 
     async def aingest(
         self,
-        sources: Iterable[str | Path | Document],
+        sources: Sources,
         *,
         progress: Callable[[IngestProgress], None] | None = None,
     ) -> IngestReport:
         """`ingest` on a worker thread: reading, splitting and embedding never block the loop."""
-        return await asyncio.to_thread(self.ingest, list(sources), progress=progress)
-
-    def _file(
-        self, path: Path, counts: list[int], tell: Callable[[int, str | None], None], done: int
-    ) -> int | None:
-        """Store a file's segments unless unchanged: None when skipped, else 1 when it replaced
-        an earlier version, 0 when new."""
-        source = str(path.resolve())
-        digest = file_digest(path, repr(self.splitter), self.label)
-        same_file = key(DocumentKey.SOURCE).eq(source)
-        if self._has(same_file & key(DocumentKey.FILE_HASH).eq(digest)):
-            return None
-        documents = load_document(path)
-        self._store(self._segments(documents, digest), counts, tell, done)
-        older = same_file & key(DocumentKey.FILE_HASH).ne(digest)
-        replaced = self._has(older)
-        if replaced:
-            self.store.remove_all(filter=older)
-        return int(replaced)
+        return await asyncio.to_thread(self.ingest, _expand(sources), progress=progress)
 
     def _has(self, condition: Filter) -> bool:
         probe = Embedding((1.0,) + (0.0,) * (self.embedding_model.dimension - 1))
@@ -209,7 +201,7 @@ class Ingestor:
             tell(done, None)
 
 
-def _expand(sources: Iterable[str | Path | Document]) -> list[Path | Document]:
+def _expand(sources: Sources | list[Path | Document]) -> list[Path | Document]:
     if isinstance(sources, (str, Path, Document)):
         sources = [sources]
     suffixes = set(supported_suffixes())
