@@ -6,6 +6,7 @@ import click
 import platformdirs
 
 from .base import HOME_ENV, ErrorHandlingGroup
+from .chat import chat
 from .demo import demo
 from .history import history
 from .tokens import tokens
@@ -21,9 +22,10 @@ __all__ = ["cli"]
 )
 @click.version_option(package_name="chatmemory", prog_name="chatmemory")
 def cli() -> None:
-    """Conversation memory for LLM apps: demo, history inspection, token counts."""
+    """Conversation memory for LLM apps: chat, demo, history inspection, token counts."""
 
 
+cli.add_command(chat)
 cli.add_command(demo)
 cli.add_command(history)
 cli.add_command(tokens)

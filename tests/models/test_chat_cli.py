@@ -1,0 +1,168 @@
+"""`chatmemory chat` end to end: a real process on a pseudo-terminal, the real OpenAI and
+Anthropic SDKs, and the local fake server; the conversation continues on the next start."""
+
+from __future__ import annotations
+
+import os
+import pty
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from chatmemory import AiMessage, SystemMessage, UserMessage
+from chatmemory._cli.app import cli
+from chatmemory.stores import SqliteChatMemoryStore
+
+from .fake_server import FakeServer, Reply
+from .test_openai import chunk, sse, usage_chunk
+
+
+def answer(*pieces: str) -> Reply:
+    return sse(
+        chunk({"role": "assistant", "content": ""}),
+        *(chunk({"content": p}) for p in pieces),
+        chunk({}, finish_reason="stop"),
+        usage_chunk(),
+    )
+
+
+def run_chat(arguments: list[str], lines: list[str]) -> tuple[str, str]:
+    """Run `chatmemory chat` with its input on a pseudo-terminal (Ctrl-D after the lines);
+    its output and errors. No API key reaches it."""
+    leader, follower = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    command = [sys.executable, "-m", "chatmemory", "chat", *arguments]
+    with subprocess.Popen(
+        command, stdin=follower, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    ) as process:
+        os.close(follower)
+        os.write(leader, "".join(line + "\n" for line in lines).encode() + b"\x04")
+        out, err = process.communicate(timeout=60)
+    os.close(leader)
+    assert process.returncode == 0, err
+    return out, err
+
+
+def chat(server: FakeServer, db: Path, lines: list[str], *options: str) -> tuple[str, str]:
+    return run_chat(["--base-url", f"{server.url}/v1", "--db", str(db), *options], lines)
+
+
+def test_answers_stream_and_the_conversation_continues_next_time(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    db = tmp_path / "chat.db"
+    server.reply(answer("Hello", ", Ada", "!"))
+    out, _ = chat(server, db, ["Hi, I am Ada", "/exit"], "--system", "Be brief.")
+    assert "chatting with gpt-4o-mini (openai) as 'chat' in" in out
+    assert "Hello, Ada!" in out
+    sent = server.requests[-1].body
+    assert sent["stream"] is True
+    assert sent["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi, I am Ada"},
+    ]
+
+    server.reply(answer("You are Ada."))
+    out, _ = chat(server, db, ["Who am I?"])  # no /exit: Ctrl-D ends it
+    assert "3 message(s) in the window" in out
+    assert "You are Ada." in out
+    assert [m["content"] for m in server.requests[-1].body["messages"]] == [
+        "Be brief.",
+        "Hi, I am Ada",
+        "Hello, Ada!",
+        "Who am I?",
+    ]
+    with SqliteChatMemoryStore(db) as store:
+        assert store.get_messages("chat") == [
+            SystemMessage("Be brief."),
+            UserMessage("Hi, I am Ada"),
+            AiMessage("Hello, Ada!"),
+            UserMessage("Who am I?"),
+            AiMessage("You are Ada."),
+        ]
+
+
+def test_slash_commands(server: FakeServer, tmp_path: Path) -> None:
+    db = tmp_path / "chat.db"
+    server.reply(answer("Noted."))
+    out, _ = chat(
+        server,
+        db,
+        [
+            *("/help", "Remember 42", "/window", "/system Answer in French.", "/history"),
+            *("/nope", "/system", "/clear", "/history", "/window", "/exit"),
+        ],
+        "--model",
+        "gpt-4o",
+        "--max-tokens",
+        "500",
+    )
+    assert "/window         what the model sees next" in out
+    assert "2 message(s): 17 of 500 tokens" in out  # exact: 7 + 7 + 3 per request (gpt-4o)
+    assert "     7  user    Remember 42" in out
+    assert "system message set" in out
+    history = out.split("system message set")[1]
+    assert "user    Remember 42 ●" in history
+    assert "system  Answer in French. ●" in history
+    assert "unknown command /nope: /help lists them" in out
+    assert "/system needs the text" in out
+    assert "conversation cleared" in out
+    assert "nothing said yet" in out
+    assert "0 message(s): 0 of 500 tokens" in out
+
+
+def test_a_failed_answer_is_reported_and_nothing_is_kept(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    db = tmp_path / "chat.db"
+    error: dict[str, Any] = {"error": {"message": "model overloaded", "type": "server_error"}}
+    server.reply(Reply(400, error), answer("Fine now."))
+    out, err = chat(server, db, ["first try", "second try", "/exit"])
+    assert "model overloaded" in err
+    assert "Traceback" not in err
+    assert "Fine now." in out
+    with SqliteChatMemoryStore(db) as store:
+        assert store.get_messages("chat") == [UserMessage("second try"), AiMessage("Fine now.")]
+
+
+def test_anthropic_is_spoken_when_asked(server: FakeServer, tmp_path: Path) -> None:
+    events = [
+        ("message_start", {"type": "message_start", "message": {
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x",
+            "content": [], "stop_reason": None, "usage": {"input_tokens": 5, "output_tokens": 0},
+        }}),
+        ("content_block_start", {"type": "content_block_start", "index": 0,
+                                 "content_block": {"type": "text", "text": ""}}),
+        ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                 "delta": {"type": "text_delta", "text": "Bonjour"}}),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+                           "usage": {"output_tokens": 2}}),
+        ("message_stop", {"type": "message_stop"}),
+    ]  # fmt: skip
+    server.reply(Reply(events=events))
+    db = str(tmp_path / "c.db")
+    out, err = run_chat(
+        ["--provider", "anthropic", "--base-url", server.url, "--model", "claude-x", "--db", db],
+        ["Salut", "/exit"],
+    )
+    assert "chatting with claude-x (anthropic)" in out, err
+    assert "Bonjour" in out
+    assert server.requests[-1].path == "/v1/messages"
+
+
+def test_with_no_model_configured_it_says_how_to_set_one(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    result = CliRunner().invoke(cli, ["chat", "--db", str(tmp_path / "x.db")])
+    assert result.exit_code == 1
+    assert "no chat model configured: set OPENAI_API_KEY" in result.output
+    assert "--base-url" in result.output
+    assert "http://localhost:11434/v1" in result.output
+    assert not (tmp_path / "x.db").exists()
