@@ -1,0 +1,330 @@
+"""The tools of a Model Context Protocol server, offered to a service (the `mcp` extra:
+``pip install 'chatmemory[mcp]'``).
+
+```python
+from chatmemory.tools.mcp import McpToolProvider
+files = McpToolProvider.stdio("uvx", "mcp-server-filesystem", "/srv/docs")
+search = McpToolProvider.http("http://127.0.0.1:8000/mcp")
+assistant = ai_service(Assistant, chat_model=model, tool_providers=[files, search])
+```
+
+One connection per provider, opened on first use and kept: a stdio server is started once, not
+per call. The connection lives on a background event loop of the provider's own, so the same code
+serves sync services (which wait on it) and async ones (which await it from any loop). The
+server's JSON schemas reach the model unchanged. Text results come back as text; an image comes
+back as a note in the text the model reads (OpenAI's tool messages hold text only) and as an
+`ImageContent` in the execution's value. A call that fails on the server's side, a server that
+dies mid-call or does not answer within `timeout` seconds becomes an error result the model reads,
+never a hang; the next call connects again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import threading
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .._errors import ConfigurationError
+from .._messages import ImageContent
+from ..models import ToolSpecification
+from ._contracts import ReturnBehavior, Tool, ToolArgumentsError, ToolContext, ToolOutput
+
+if TYPE_CHECKING:
+    from mcp import Client
+
+__all__ = ["McpTool", "McpToolProvider"]
+
+T = TypeVar("T")
+
+
+def _mcp() -> Any:
+    try:
+        import mcp
+    except ImportError:  # pragma: no cover - the test extra installs it
+        raise ConfigurationError(
+            "MCP servers need the official SDK: pip install 'chatmemory[mcp]'"
+        ) from None
+    return mcp
+
+
+class _Loop:
+    """An event loop on a daemon thread: the one place the MCP connection lives."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="mcp")
+        self.thread.start()
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    async def arun(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, self.loop))
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join()
+        self.loop.close()
+
+
+class McpToolProvider:
+    """The tools of one MCP server. `target` is a streamable HTTP URL or a stdio command (its
+    arguments in a sequence); `only` keeps the named tools; `dynamic` lists the server's tools
+    again before every model call instead of once per service call."""
+
+    def __init__(
+        self,
+        target: str | Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float = 30.0,
+        only: Iterable[str] | None = None,
+        dynamic: bool = False,
+    ) -> None:
+        mcp = _mcp()
+        if isinstance(target, str):
+            if not target.startswith(("http://", "https://")):
+                raise ConfigurationError(
+                    f"an MCP server is an http(s) URL or a command with its arguments in a list, "
+                    f"got {target!r}: for a command use McpToolProvider.stdio({target!r}, ...)"
+                )
+            self._server: Any = target
+            self.description = target
+        else:
+            command = list(target)
+            if not command or not all(isinstance(part, str) and part for part in command):
+                raise ConfigurationError(
+                    f"an MCP stdio command is a non-empty list of strings, got {target!r}"
+                )
+            self._server = mcp.StdioServerParameters(
+                command=command[0], args=command[1:], env=dict(env) if env else None, cwd=cwd
+            )
+            self.description = " ".join(command)
+        if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
+            raise ConfigurationError(f"`timeout` must be a positive number, got {timeout!r}")
+        self.timeout = float(timeout)
+        self.only = None if only is None else frozenset(only)
+        self._dynamic = bool(dynamic)
+        self._loop: _Loop | None = None
+        self._client: Client | None = None
+        self._closing: asyncio.Event | None = None
+        self._keeper: asyncio.Task[None] | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def stdio(
+        cls,
+        command: str,
+        *args: str,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        **options: Any,
+    ) -> McpToolProvider:
+        """A server the provider starts as `command args...` and speaks to over stdio."""
+        return cls([command, *args], env=env, cwd=cwd, **options)
+
+    @classmethod
+    def http(cls, url: str, **options: Any) -> McpToolProvider:
+        """A server that speaks streamable HTTP at `url`."""
+        return cls(url, **options)
+
+    def __repr__(self) -> str:
+        return f"McpToolProvider({self.description!r})"
+
+    @property
+    def dynamic(self) -> bool:
+        return self._dynamic
+
+    # -- the provider contract: both sides run the same coroutine on the provider's loop
+
+    def provide(self, context: ToolContext) -> list[Tool]:
+        return self._on_loop().run(self._tools())
+
+    async def aprovide(self, context: ToolContext) -> list[Tool]:
+        return await self._on_loop().arun(self._tools())
+
+    def close(self) -> None:
+        """Close the connection (a stdio server stops) and the provider's loop."""
+        with self._lock:
+            loop, self._loop = self._loop, None
+        if loop is not None:
+            loop.run(self._disconnect())
+            loop.stop()
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
+
+    def __enter__(self) -> McpToolProvider:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> McpToolProvider:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- on the provider's loop
+
+    def _on_loop(self) -> _Loop:
+        with self._lock:
+            if self._loop is None:
+                self._loop = _Loop()
+            return self._loop
+
+    async def _connected(self) -> Client:
+        if self._client is not None and self._keeper is not None and not self._keeper.done():
+            return self._client
+        ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+        self._closing = asyncio.Event()
+        self._keeper = asyncio.create_task(self._keep(ready, self._closing))
+        try:
+            self._client = await asyncio.wait_for(asyncio.shield(ready), self.timeout)
+        except BaseException:
+            await self._disconnect()
+            raise
+        return self._client
+
+    async def _keep(self, ready: asyncio.Future[Client], closing: asyncio.Event) -> None:
+        """Enter and leave the SDK's client in one task, as it requires."""
+        try:
+            async with _mcp().Client(self._server, read_timeout_seconds=self.timeout) as client:
+                ready.set_result(client)
+                await closing.wait()
+        except BaseException as error:
+            if not ready.done():
+                ready.set_exception(error)
+            if not isinstance(error, Exception):
+                raise
+
+    async def _disconnect(self) -> None:
+        keeper, closing = self._keeper, self._closing
+        self._client = self._keeper = self._closing = None
+        if keeper is None or closing is None:
+            return
+        closing.set()
+        try:
+            await asyncio.wait_for(keeper, self.timeout)
+        except (asyncio.TimeoutError, asyncio.CancelledError):  # pragma: no cover - stuck close
+            keeper.cancel()
+
+    async def _tools(self) -> list[Tool]:
+        try:
+            client = await self._connected()
+            listed = await client.list_tools()
+        except Exception as error:
+            raise ConfigurationError(
+                f"cannot list the tools of the MCP server {self.description!r}: {_describe(error)}"
+            ) from error
+        return [
+            McpTool(
+                self,
+                ToolSpecification(
+                    name=t.name, description=t.description, parameters=t.input_schema
+                ),
+            )
+            for t in listed.tools
+            if self.only is None or t.name in self.only
+        ]
+
+    async def _call(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
+        try:
+            client = await self._connected()
+            result = await client.call_tool(name, arguments, read_timeout_seconds=self.timeout)
+        except Exception as error:  # the server failed or went away: the model hears it
+            await self._disconnect()  # the next call connects again
+            return ToolOutput(
+                f"The MCP server {self.description!r} failed during {name}: {_describe(error)}",
+                None,
+                is_error=True,
+            )
+        return _output(result)
+
+
+class McpTool:
+    """One tool of an MCP server."""
+
+    def __init__(self, provider: McpToolProvider, specification: ToolSpecification) -> None:
+        self._provider = provider
+        self._specification = specification
+
+    def __repr__(self) -> str:
+        return f"McpTool({self._specification.name!r} of {self._provider.description!r})"
+
+    @property
+    def specification(self) -> ToolSpecification:
+        return self._specification
+
+    @property
+    def return_behavior(self) -> ReturnBehavior:
+        return "to_model"
+
+    def execute(self, arguments: str, context: ToolContext) -> ToolOutput:
+        parsed = self._arguments(arguments)
+        return self._provider._on_loop().run(self._provider._call(self._specification.name, parsed))
+
+    async def aexecute(self, arguments: str, context: ToolContext) -> ToolOutput:
+        parsed = self._arguments(arguments)
+        call = self._provider._call(self._specification.name, parsed)
+        return await self._provider._on_loop().arun(call)
+
+    def _arguments(self, arguments: str) -> dict[str, Any]:
+        name = self._specification.name
+        try:
+            parsed = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError as error:
+            raise ToolArgumentsError(
+                f"the arguments of {name} are not valid JSON ({error.msg} at position "
+                f"{error.pos}); send a JSON object",
+                tool=name,
+                arguments=arguments,
+            ) from None
+        if not isinstance(parsed, dict):
+            raise ToolArgumentsError(
+                f"the arguments of {name} must be a JSON object, got {arguments}",
+                tool=name,
+                arguments=arguments,
+            )
+        return parsed
+
+
+def _output(result: Any) -> ToolOutput:
+    """The text the model reads and the value the caller gets, from a `CallToolResult`."""
+    mcp = _mcp()
+    texts: list[str] = []
+    images: list[ImageContent] = []
+    for block in result.content:
+        if isinstance(block, mcp.types.TextContent):
+            texts.append(block.text)
+        elif isinstance(block, mcp.types.ImageContent):
+            images.append(ImageContent(base64_data=block.data, mime_type=block.mime_type))
+            texts.append(
+                f"[image {block.mime_type}, {_size(block.data)}: given to the application]"
+            )
+        elif isinstance(block, mcp.types.EmbeddedResource) and hasattr(block.resource, "text"):
+            texts.append(block.resource.text)
+        else:
+            texts.append(f"[{getattr(block, 'type', type(block).__name__)} content]")
+    if not texts and result.structured_content is not None:
+        texts.append(json.dumps(result.structured_content, ensure_ascii=False))
+    text = "\n".join(texts) if texts else "Success"
+    value: object = result.structured_content if not images else [*images]
+    return ToolOutput(text, value, is_error=bool(result.is_error))
+
+
+def _size(data: str) -> str:
+    try:
+        return f"{len(base64.b64decode(data, validate=True))} bytes"
+    except (binascii.Error, ValueError):
+        return "unreadable base64"
+
+
+def _describe(error: BaseException) -> str:
+    return str(error).strip() or f"{type(error).__name__} (no answer)"

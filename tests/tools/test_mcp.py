@@ -1,0 +1,206 @@
+"""MCP servers as tool providers: a real server written with the SDK, over stdio and over
+streamable HTTP on 127.0.0.1, through the sync, async and streaming service paths."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Protocol
+
+import pytest
+
+from chatmemory import (
+    AiMessage,
+    ConfigurationError,
+    ImageContent,
+    MessageWindowChatMemory,
+    ToolExecutionRequest,
+    ToolExecutionResultMessage,
+    UserMessage,
+)
+from chatmemory.services import MemoryId, Result, TokenStream, ai_service
+from chatmemory.testing import ScriptedChatModel
+from chatmemory.tools import ToolContext
+from chatmemory.tools.mcp import McpToolProvider
+
+SERVER = str(Path(__file__).with_name("mcp_server.py"))
+CONTEXT = ToolContext("u")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def http_url() -> Iterator[str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, SERVER, "http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline or process.poll() is not None:
+                process.kill()
+                pytest.fail("the MCP test server did not start")
+            time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}/mcp"
+    process.terminate()
+    process.wait(timeout=10)
+
+
+@pytest.fixture(params=["stdio", "http"])
+def provider(request: pytest.FixtureRequest) -> Iterator[McpToolProvider]:
+    if request.param == "stdio":
+        made = McpToolProvider.stdio(sys.executable, SERVER, "stdio", timeout=10)
+    else:
+        made = McpToolProvider.http(request.getfixturevalue("http_url"), timeout=10)
+    with made:
+        yield made
+
+
+def tools(provider: McpToolProvider) -> dict[str, object]:
+    return {t.specification.name: t for t in provider.provide(CONTEXT)}
+
+
+def test_the_servers_tools_and_schemas_pass_through(provider: McpToolProvider) -> None:
+    found = {t.specification.name: t.specification for t in provider.provide(CONTEXT)}
+    assert set(found) == {"add", "whoami", "pixel", "refuse", "crash", "sleep"}
+    assert found["add"].description == "Add two integers."
+    assert list(found["add"].parameters["required"]) == ["a", "b"]
+    assert found["add"].parameters["properties"]["a"]["type"] == "integer"
+
+
+def test_text_image_and_error_results(provider: McpToolProvider) -> None:
+    found = {t.specification.name: t for t in provider.provide(CONTEXT)}
+    assert found["add"].execute('{"a": 2, "b": 40}', CONTEXT).text == "42"
+    image = found["pixel"].execute("{}", CONTEXT)
+    assert image.text == "[image image/png, 70 bytes: given to the application]"
+    assert isinstance(image.value, list)
+    assert isinstance(image.value[0], ImageContent)
+    assert image.value[0].mime_type == "image/png"
+    refused = found["refuse"].execute('{"reason": "not today"}', CONTEXT)
+    assert refused.is_error
+    assert "refuse" in refused.text
+
+
+def test_async_calls_from_any_loop(provider: McpToolProvider) -> None:
+    async def main() -> str:
+        found = {t.specification.name: t for t in await provider.aprovide(CONTEXT)}
+        return (await found["add"].aexecute('{"a": 1, "b": 1}', CONTEXT)).text
+
+    assert asyncio.run(main()) == "2"
+    assert asyncio.run(main()) == "2"  # a second loop: the connection lives on the provider's
+
+
+def test_one_server_process_serves_every_call() -> None:
+    with McpToolProvider.stdio(sys.executable, SERVER, "stdio", timeout=10) as provider:
+        whoami = next(t for t in provider.provide(CONTEXT) if t.specification.name == "whoami")
+        assert len({whoami.execute("{}", CONTEXT).text for _ in range(3)}) == 1
+
+
+def test_a_server_that_dies_mid_call_is_an_error_result_then_restarts() -> None:
+    with McpToolProvider.stdio(sys.executable, SERVER, "stdio", timeout=10) as provider:
+        found = {t.specification.name: t for t in provider.provide(CONTEXT)}
+        before = found["whoami"].execute("{}", CONTEXT).text
+        crashed = found["crash"].execute("{}", CONTEXT)
+        assert crashed.is_error
+        assert "failed during crash" in crashed.text
+        after = found["whoami"].execute("{}", CONTEXT).text
+        assert after.isdigit()
+        assert after != before
+
+
+def test_a_server_that_does_not_answer_in_time_is_an_error_result(http_url: str) -> None:
+    with McpToolProvider.http(http_url, timeout=1) as provider:
+        sleep = next(t for t in provider.provide(CONTEXT) if t.specification.name == "sleep")
+        started = time.monotonic()
+        late = sleep.execute('{"seconds": 5}', CONTEXT)
+        assert late.is_error
+        assert time.monotonic() - started < 4
+
+
+def test_bad_arguments_go_back_to_the_model(provider: McpToolProvider) -> None:
+    from chatmemory.tools import ToolArgumentsError
+
+    add = tools(provider)["add"]
+    with pytest.raises(ToolArgumentsError, match="not valid JSON"):
+        add.execute("{nope", CONTEXT)  # type: ignore[attr-defined]
+    with pytest.raises(ToolArgumentsError, match="must be a JSON object"):
+        add.execute("[1, 2]", CONTEXT)  # type: ignore[attr-defined]
+
+
+def test_only_keeps_the_named_tools() -> None:
+    with McpToolProvider.stdio(sys.executable, SERVER, "stdio", only=["add"]) as provider:
+        assert [t.specification.name for t in provider.provide(CONTEXT)] == ["add"]
+
+
+def test_bad_settings_and_unreachable_servers_say_what_to_do() -> None:
+    with pytest.raises(ConfigurationError, match=r"McpToolProvider.stdio\('my-server'"):
+        McpToolProvider("my-server")
+    with pytest.raises(ConfigurationError, match="non-empty list of strings"):
+        McpToolProvider([])
+    with pytest.raises(ConfigurationError, match="`timeout` must be a positive number"):
+        McpToolProvider("http://127.0.0.1:1/mcp", timeout=0)
+    nobody = McpToolProvider.http(f"http://127.0.0.1:{free_port()}/mcp", timeout=3)
+    with nobody, pytest.raises(ConfigurationError, match="cannot list the tools of the MCP"):
+        nobody.provide(CONTEXT)
+    assert repr(nobody) == f"McpToolProvider({nobody.description!r})"
+
+
+class Agent(Protocol):
+    def chat(self, user: Annotated[str, MemoryId], text: str) -> Result[str]: ...
+
+    async def achat(self, user: Annotated[str, MemoryId], text: str) -> Result[str]: ...
+
+    def events(self, user: Annotated[str, MemoryId], text: str) -> TokenStream: ...
+
+
+@pytest.mark.parametrize("mode", ["sync", "async", "stream"])
+def test_a_service_calls_mcp_tools(provider: McpToolProvider, mode: str) -> None:
+    call = AiMessage(
+        tool_execution_requests=[
+            ToolExecutionRequest("c1", "add", '{"a": 20, "b": 22}'),
+            ToolExecutionRequest("c2", "refuse", '{"reason": "no"}'),
+        ]
+    )
+    model = ScriptedChatModel([call, "The sum is 42."])
+    memories: dict[str, MessageWindowChatMemory] = {}
+    service = ai_service(
+        Agent,
+        chat_model=model,
+        chat_memory_provider=lambda mid: memories.setdefault(
+            mid, MessageWindowChatMemory(id=mid, max_messages=20)
+        ),
+        tool_providers=[provider],
+    )
+    if mode == "sync":
+        result = service.chat("ann", "add 20 and 22")
+    elif mode == "async":
+        result = asyncio.run(service.achat("ann", "add 20 and 22"))
+    else:
+        stream = service.events("ann", "add 20 and 22")
+        for _ in stream:
+            pass
+        result = stream.result
+    assert result.content == "The sum is 42."
+    first, second = result.tool_executions
+    assert (first.result, first.is_error, second.is_error) == ("42", False, True)
+    assert memories["ann"].messages()[:3] == [
+        UserMessage("add 20 and 22"),
+        call,
+        ToolExecutionResultMessage("c1", "add", "42"),
+    ]
+    assert model.requests[0].tools[0].name == "add"
