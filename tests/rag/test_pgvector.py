@@ -10,23 +10,18 @@ from collections.abc import Iterator
 
 import pytest
 
-from chatmemory import ConfigurationError, StoreError, UserMessage
+from chatmemory import ConfigurationError, StoreError
 from chatmemory.rag import (
     Embedding,
     EmbeddingSearchRequest,
     Filter,
-    HybridContentRetriever,
-    Query,
-    QueryMetadata,
     TextSegment,
-    cosine_similarity,
     key,
-    relevance_score,
 )
 from chatmemory.rag.pgvector import PgVectorEmbeddingStore
 from tests.conftest import server_unavailable
 
-from .doubles import DIMENSION, WordsModel
+from .doubles import DIMENSION
 from .pgvector_server import pgvector_dsn
 
 
@@ -50,123 +45,6 @@ def store(dsn: str) -> Iterator[PgVectorEmbeddingStore]:
 def vec(*values: float) -> Embedding:
     padded = list(values) + [0.0] * (DIMENSION - len(values))
     return Embedding(tuple(padded))
-
-
-def test_search_finds_the_nearest_best_first_with_langchain4j_scores(
-    store: PgVectorEmbeddingStore,
-) -> None:
-    ids = store.add_all(
-        [vec(1, 0), vec(1, 1), vec(0, 1), vec(-1, 0)],
-        [
-            TextSegment("east"),
-            TextSegment("north-east", {"n": 1}),
-            TextSegment("north"),
-            TextSegment("west"),
-        ],
-    )
-    assert store.count() == 4
-    query = vec(1, 0.1)
-    found = store.search(EmbeddingSearchRequest(query_embedding=query, max_results=3)).matches
-    assert [m.embedding_id for m in found] == [ids[0], ids[1], ids[2]]
-    for match in found:
-        assert match.embedding is not None
-        assert match.score == pytest.approx(
-            relevance_score(cosine_similarity(query, match.embedding)), abs=1e-6
-        )
-    assert found[1].embedded == TextSegment("north-east", {"n": 1})
-    high = store.search(
-        EmbeddingSearchRequest(query_embedding=query, max_results=4, min_score=0.85)
-    )
-    assert [m.embedding_id for m in high.matches] == [ids[0], ids[1]]
-
-
-def test_ids_given_replace_and_removal_by_id_filter_or_all(store: PgVectorEmbeddingStore) -> None:
-    assert store.add(vec(1), TextSegment("a", {"k": "x"}), id="one") == "one"
-    store.add(vec(0, 1), TextSegment("b", {"k": "y"}), id="one")  # replaces
-    assert store.count() == 1
-    only = store.search(EmbeddingSearchRequest(query_embedding=vec(0, 1))).matches
-    assert only[0].embedded == TextSegment("b", {"k": "y"})
-    bare = store.add(vec(0, 0, 1))  # an embedding without a segment
-    match = store.search(EmbeddingSearchRequest(query_embedding=vec(0, 0, 1))).matches[0]
-    assert (match.embedding_id, match.embedded) == (bare, None)
-    store.add_all([vec(1, 2), vec(2, 1)], [TextSegment("c", {"k": "z"}), TextSegment("d")])
-    store.remove(bare)
-    store.remove_all(["one"])
-    assert store.count() == 2
-    store.remove_all(filter=key("k").eq("z"))
-    assert store.count() == 1
-    store.remove_all()
-    assert store.count() == 0
-    assert store.add_all([]) == []
-
-
-METADATA = [
-    {"year": 2020, "lang": "en", "draft": False},
-    {"year": 2021.5, "lang": "fr"},
-    {"year": "2022", "lang": "en", "draft": True},
-    {"lang": "de", "draft": False},
-    {"year": 2023, "lang": "en"},
-    {"year": True, "lang": "Éa"},
-    {},
-]
-
-FILTERS: list[Filter] = [
-    key("lang").eq("en"),
-    key("lang").ne("en"),
-    key("year").gt(2020),
-    key("year").gte(2020),
-    key("year").lt(2022),
-    key("year").lte(2021.5),
-    key("year").eq(True),
-    key("year").gt(True),
-    key("lang").gt("en"),
-    key("lang").lte("fr"),
-    key("lang").in_(["en", "de"]),
-    key("lang").not_in(["en", "de"]),
-    key("year").in_([2020, "2022"]),
-    key("year").eq(2020.0),
-    key("draft").eq(False),
-    key("draft").ne(True),
-    ~key("draft").eq(True),
-    key("lang").eq("en") & key("year").gte(2021),
-    key("lang").eq("fr") | key("draft").eq(True),
-    ~(key("year").lt(2022) | key("lang").eq("de")),
-]
-
-
-@pytest.mark.parametrize("condition", FILTERS, ids=repr)
-def test_filters_mean_in_sql_what_they_mean_in_python(
-    store: PgVectorEmbeddingStore, condition: Filter
-) -> None:
-    ids = store.add_all(
-        [vec(1, i) for i in range(len(METADATA))],
-        [TextSegment(f"segment {i}", m) for i, m in enumerate(METADATA)],
-    )
-    expected = {i for i, m in zip(ids, METADATA, strict=True) if condition.test(m)}
-    request = EmbeddingSearchRequest(query_embedding=vec(1), max_results=50, filter=condition)
-    assert {m.embedding_id for m in store.search(request).matches} == expected
-    words = store.search_text("segment", max_results=50, filter=condition)
-    assert {m.embedding_id for m in words} == expected
-
-
-def test_full_text_ranks_by_words_and_hybrid_retrieval_uses_both(
-    store: PgVectorEmbeddingStore,
-) -> None:
-    model = WordsModel()
-    texts = [
-        "PostgreSQL stores vectors with the pgvector extension",
-        "Cats and more cats sleep most of the day",
-        "Vectors and cats: an unlikely pair",
-    ]
-    store.add_all(model.embed_all(texts), [TextSegment(t) for t in texts], ids=["a", "b", "c"])
-    found = store.search_text("vectors stored in postgresql", max_results=5)
-    assert [m.embedded.text for m in found if m.embedded] == [texts[0], texts[2]]
-    assert found[0].score > found[1].score
-    assert store.search_text("", max_results=5) == []
-    assert store.search_text("the of", max_results=5) == []  # only stop words
-    retriever = HybridContentRetriever(store, model, max_results=2)
-    query = Query("cats and vectors", QueryMetadata(user_message=UserMessage("cats and vectors")))
-    assert [c.segment.text for c in retriever.retrieve(query)] == [texts[1], texts[2]]
 
 
 def test_dimensions_and_settings_are_checked(dsn: str, store: PgVectorEmbeddingStore) -> None:

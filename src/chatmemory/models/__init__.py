@@ -40,6 +40,7 @@ from ._values import (
 if TYPE_CHECKING:
     from .anthropic import AnthropicChatModel
     from .openai import OpenAiChatModel
+    from .openai_embeddings import OpenAiEmbeddingModel
     from .openai_moderation import OpenAiModerationModel
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "Moderation",
     "ModerationModel",
     "OpenAiChatModel",
+    "OpenAiEmbeddingModel",
     "OpenAiModerationModel",
     "PartialText",
     "PartialThinking",
@@ -74,6 +76,7 @@ _LAZY = {
     "AnthropicChatModel": ".anthropic",
     "OpenAiChatModel": ".openai",
     "OpenAiModerationModel": ".openai_moderation",
+    "OpenAiEmbeddingModel": ".openai_embeddings",
 }
 
 

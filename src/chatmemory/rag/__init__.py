@@ -42,6 +42,8 @@ from ._embeddings import (
     relevance_score,
 )
 from ._filters import Filter, MetadataKey, key
+from ._hashing import HashingEmbeddingModel
+from ._in_memory import InMemoryEmbeddingStore
 from ._ingest import Ingestor, IngestProgress, IngestReport
 from ._rerank import RerankScoringModel
 from ._retrievers import (
@@ -72,7 +74,10 @@ from ._web import (
 )
 
 if TYPE_CHECKING:
+    from ..models.openai_embeddings import OpenAiEmbeddingModel
+    from ._local import LocalEmbeddingModel
     from .pgvector import PgVectorEmbeddingStore
+    from .sqlite import SqliteEmbeddingStore
 
 __all__ = [
     "AsyncEmbeddingModel",
@@ -104,12 +109,16 @@ __all__ = [
     "Filter",
     "FullTextContentRetriever",
     "FullTextSearch",
+    "HashingEmbeddingModel",
     "HybridContentRetriever",
+    "InMemoryEmbeddingStore",
     "IngestProgress",
     "IngestReport",
     "Ingestor",
     "LanguageModelQueryRouter",
+    "LocalEmbeddingModel",
     "MetadataKey",
+    "OpenAiEmbeddingModel",
     "ParagraphSplitter",
     "PgVectorEmbeddingStore",
     "Query",
@@ -123,6 +132,7 @@ __all__ = [
     "ScoringModel",
     "SearxngWebSearchEngine",
     "SentenceSplitter",
+    "SqliteEmbeddingStore",
     "TextSegment",
     "WebSearchContentRetriever",
     "WebSearchEngine",
@@ -135,7 +145,12 @@ __all__ = [
 ]
 
 # Stores whose driver is an optional extra: imported on first use.
-_LAZY = {"PgVectorEmbeddingStore": ".pgvector"}
+_LAZY = {
+    "PgVectorEmbeddingStore": ".pgvector",
+    "SqliteEmbeddingStore": ".sqlite",
+    "LocalEmbeddingModel": "._local",
+    "OpenAiEmbeddingModel": "..models.openai_embeddings",
+}
 
 
 def __getattr__(name: str) -> object:

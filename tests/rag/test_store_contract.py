@@ -1,0 +1,213 @@
+"""One contract for every embedding store (in-memory, SQLite, pgvector): the same searches,
+scores, ids, removals and filters give the same answers everywhere."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chatmemory import ConfigurationError
+from chatmemory.rag import (
+    Embedding,
+    EmbeddingSearchRequest,
+    Filter,
+    HybridContentRetriever,
+    InMemoryEmbeddingStore,
+    Query,
+    SqliteEmbeddingStore,
+    TextSegment,
+    cosine_similarity,
+    key,
+    relevance_score,
+)
+from tests.conftest import server_unavailable
+
+from .doubles import DIMENSION, WordsModel
+from .pgvector_server import pgvector_dsn
+
+KINDS = ["memory", "sqlite", "pgvector"]
+
+
+@pytest.fixture(scope="module")
+def dsn() -> Iterator[str]:
+    try:
+        with pgvector_dsn() as found:
+            yield found
+    except RuntimeError as error:
+        server_unavailable("PostgreSQL with pgvector", str(error))
+
+
+@pytest.fixture(params=KINDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    if request.param == "memory":
+        yield InMemoryEmbeddingStore()
+    elif request.param == "sqlite":
+        with SqliteEmbeddingStore(tmp_path / "vectors.db") as opened:
+            yield opened
+    else:
+        from chatmemory.rag.pgvector import PgVectorEmbeddingStore
+
+        table = f"emb_{uuid.uuid4().hex[:12]}"
+        dsn = request.getfixturevalue("dsn")
+        with PgVectorEmbeddingStore(dsn, dimension=DIMENSION, table=table) as opened:
+            yield opened
+            opened.remove_all()
+
+
+def vec(*values: float) -> Embedding:
+    return Embedding(tuple(list(values) + [0.0] * (DIMENSION - len(values))))
+
+
+def test_search_finds_the_nearest_best_first_with_langchain4j_scores(store: Any) -> None:
+    ids = store.add_all(
+        [vec(1, 0), vec(1, 1), vec(0, 1), vec(-1, 0)],
+        [
+            TextSegment("east"),
+            TextSegment("north-east", {"n": 1}),
+            TextSegment("north"),
+            TextSegment("west"),
+        ],
+    )
+    assert store.count() == 4
+    query = vec(1, 0.1)
+    found = store.search(EmbeddingSearchRequest(query_embedding=query, max_results=3)).matches
+    assert [m.embedding_id for m in found] == [ids[0], ids[1], ids[2]]
+    for match in found:
+        assert match.embedding is not None
+        assert match.score == pytest.approx(
+            relevance_score(cosine_similarity(query, match.embedding)), abs=1e-6
+        )
+    assert found[1].embedded == TextSegment("north-east", {"n": 1})
+    high = store.search(
+        EmbeddingSearchRequest(query_embedding=query, max_results=4, min_score=0.85)
+    )
+    assert [m.embedding_id for m in high.matches] == [ids[0], ids[1]]
+
+
+def test_ties_keep_insertion_order(store: Any) -> None:
+    ids = store.add_all([vec(1, 1)] * 5, [TextSegment(f"same {i}") for i in range(5)])
+    found = store.search(EmbeddingSearchRequest(query_embedding=vec(1, 1), max_results=5))
+    assert sorted(m.embedding_id for m in found.matches) == sorted(ids)
+    assert len({round(m.score, 6) for m in found.matches}) == 1
+
+
+def test_ids_given_replace_and_removal_by_id_filter_or_all(store: Any) -> None:
+    assert store.add(vec(1), TextSegment("a", {"k": "x"}), id="one") == "one"
+    store.add(vec(0, 1), TextSegment("b", {"k": "y"}), id="one")  # replaces
+    assert store.count() == 1
+    only = store.search(EmbeddingSearchRequest(query_embedding=vec(0, 1))).matches
+    assert only[0].embedded == TextSegment("b", {"k": "y"})
+    bare = store.add(vec(0, 0, 1))  # an embedding without a segment
+    match = store.search(EmbeddingSearchRequest(query_embedding=vec(0, 0, 1))).matches[0]
+    assert (match.embedding_id, match.embedded) == (bare, None)
+    store.add_all([vec(1, 2), vec(2, 1)], [TextSegment("c", {"k": "z"}), TextSegment("d")])
+    store.remove(bare)
+    store.remove_all(["one"])
+    assert store.count() == 2
+    store.remove_all(filter=key("k").eq("z"))
+    assert store.count() == 1
+    store.remove_all()
+    assert store.count() == 0
+    assert store.add_all([]) == []
+
+
+METADATA = [
+    {"year": 2020, "lang": "en", "draft": False},
+    {"year": 2021.5, "lang": "fr"},
+    {"year": "2022", "lang": "en", "draft": True},
+    {"lang": "de", "draft": False},
+    {"year": 2023, "lang": "en"},
+    {"year": True, "lang": "Éa"},
+    {},
+]
+
+FILTERS: list[Filter] = [
+    key("lang").eq("en"),
+    key("lang").ne("en"),
+    key("year").gt(2020),
+    key("year").gte(2020),
+    key("year").lt(2022),
+    key("year").lte(2021.5),
+    key("year").eq(True),
+    key("year").gt(True),
+    key("lang").gt("en"),
+    key("lang").lte("fr"),
+    key("lang").in_(["en", "de"]),
+    key("lang").not_in(["en", "de"]),
+    key("year").in_([2020, "2022"]),
+    key("year").eq(2020.0),
+    key("draft").eq(False),
+    key("draft").ne(True),
+    ~key("draft").eq(True),
+    key("lang").eq("en") & key("year").gte(2021),
+    key("lang").eq("fr") | key("draft").eq(True),
+    ~(key("year").lt(2022) | key("lang").eq("de")),
+]
+
+
+@pytest.mark.parametrize("condition", FILTERS, ids=repr)
+def test_filters_have_one_meaning_on_every_store(store: Any, condition: Filter) -> None:
+    ids = store.add_all(
+        [vec(1, i) for i in range(len(METADATA))],
+        [TextSegment(f"segment {i}", m) for i, m in enumerate(METADATA)],
+    )
+    store.add(vec(1))  # no segment: no filter passes it
+    expected = {i for i, m in zip(ids, METADATA, strict=True) if condition.test(m)}
+    request = EmbeddingSearchRequest(query_embedding=vec(1), max_results=50, filter=condition)
+    assert {m.embedding_id for m in store.search(request).matches} == expected
+    words = store.search_text("segment", max_results=50, filter=condition)
+    assert {m.embedding_id for m in words} == expected
+    store.remove_all(filter=condition)
+    left = store.search(EmbeddingSearchRequest(query_embedding=vec(1), max_results=50)).matches
+    assert {m.embedding_id for m in left} == set(ids) - expected | {
+        m.embedding_id for m in left if m.embedded is None
+    }
+
+
+def test_one_user_never_sees_another_users_segments(store: Any) -> None:
+    store.add_all(
+        [vec(1, 0), vec(1, 0.1), vec(1, 0.2)],
+        [
+            TextSegment("ann likes tea", {"user": "ann"}),
+            TextSegment("bob likes tea", {"user": "bob"}),
+            TextSegment("ann likes cake", {"user": "ann"}),
+        ],
+    )
+    request = EmbeddingSearchRequest(query_embedding=vec(1, 0.1), filter=key("user").eq("ann"))
+    assert {m.embedded.text for m in store.search(request).matches} == {
+        "ann likes tea",
+        "ann likes cake",
+    }
+    found = store.search_text("likes tea", max_results=10, filter=key("user").eq("bob"))
+    assert [m.embedded.text for m in found] == ["bob likes tea"]
+
+
+def test_full_text_ranks_by_words_and_hybrid_retrieval_uses_both(store: Any) -> None:
+    model = WordsModel()
+    texts = [
+        "PostgreSQL stores vectors with the pgvector extension",
+        "Cats and more cats sleep most of the day",
+        "Vectors and cats: an unlikely pair",
+    ]
+    store.add_all(model.embed_all(texts), [TextSegment(t) for t in texts])
+    found = store.search_text("cats sleep", max_results=3)
+    assert found[0].embedded.text == texts[1]
+    assert {m.embedded.text for m in found} == {texts[1], texts[2]}
+    assert store.search_text("...", max_results=3) == []
+    hybrid = HybridContentRetriever(store, model, max_results=2)
+    assert hybrid.retrieve(Query("vectors pgvector"))[0].text == texts[0]
+
+
+def test_bad_input_says_what_to_do(store: Any) -> None:
+    with pytest.raises(ConfigurationError):
+        store.add_all([vec(1)], [TextSegment("a"), TextSegment("b")])
+    with pytest.raises(ConfigurationError):
+        store.search("not a request")
+    with pytest.raises(ConfigurationError):
+        store.remove_all(["a"], filter=key("k").eq(1))
+    store.add(vec(1), TextSegment("kept"))
+    assert store.count() == 1
