@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, ModelError
@@ -93,7 +94,7 @@ class OpenAiEmbeddingModel:
     def embed_all(self, texts: Sequence[str]) -> list[Embedding]:
         out: list[Embedding] = []
         for batch in _batches(texts, self.batch_size):
-            with mapped_errors(self._clients.errors, self.model):
+            with mapped_errors(self._clients.errors, self.model), self._unreadable(batch):
                 answer = self._clients.sync().embeddings.create(**self._arguments(batch))
             out.extend(self._read(batch, answer.to_dict()))
         return out
@@ -101,18 +102,26 @@ class OpenAiEmbeddingModel:
     async def aembed_all(self, texts: Sequence[str]) -> list[Embedding]:
         out: list[Embedding] = []
         for batch in _batches(texts, self.batch_size):
-            with mapped_errors(self._clients.errors, self.model):
+            with mapped_errors(self._clients.errors, self.model), self._unreadable(batch):
                 answer = await self._clients.async_().embeddings.create(**self._arguments(batch))
             out.extend(self._read(batch, answer.to_dict()))
         return out
 
+    @contextmanager
+    def _unreadable(self, batch: Sequence[str]) -> Iterator[None]:
+        try:
+            yield
+        except ValueError as error:  # the SDK's own check of the answer (no data...)
+            raise self._error(f"{self.model} answered {len(batch)} texts with {error}") from None
+
+    def _error(self, message: str) -> ModelError:
+        return ModelError(message, retriable=True, provider="openai")
+
     def _read(self, batch: Sequence[str], answer: dict[str, Any]) -> list[Embedding]:
         data = sorted(answer.get("data") or [], key=lambda item: item.get("index", 0))
         if len(data) != len(batch):
-            raise ModelError(
-                f"{self.model} returned {len(data)} embeddings for {len(batch)} texts",
-                retriable=True,
-                provider="openai",
+            raise self._error(
+                f"{self.model} returned {len(data)} embeddings for {len(batch)} texts"
             )
         embeddings = [Embedding(tuple(item["embedding"])) for item in data]
         if self._dimension is None:

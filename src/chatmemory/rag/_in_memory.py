@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import ConfigurationError
+from .._frozen import thaw
 from ._embeddings import Embedding, EmbeddingMatch, EmbeddingSearchRequest, EmbeddingSearchResult
 from ._filters import Filter
 from ._values import TextSegment
@@ -163,7 +164,7 @@ class InMemoryEmbeddingStore:
 def _entry(row_id: str, embedding: Embedding, segment: TextSegment | None) -> dict[str, Any]:
     entry: dict[str, Any] = {"id": row_id, "embedding": {"vector": list(embedding.vector)}}
     if segment is not None:
-        entry["embedded"] = {"text": segment.text, "metadata": {"metadata": dict(segment.metadata)}}
+        entry["embedded"] = {"text": segment.text, "metadata": {"metadata": thaw(segment.metadata)}}
     return entry
 
 

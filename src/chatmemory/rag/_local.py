@@ -69,8 +69,11 @@ class LocalEmbeddingModel:
 
     @property
     def dimension(self) -> int:
-        found = self._loaded().get_sentence_embedding_dimension()
-        return int(found)
+        model = self._loaded()
+        measure = getattr(model, "get_embedding_dimension", None)  # sentence-transformers 5+
+        if measure is None:  # pragma: no cover - older sentence-transformers
+            measure = model.get_sentence_embedding_dimension
+        return int(measure())
 
     def embed_all(self, texts: Sequence[str]) -> list[Embedding]:
         if isinstance(texts, str):

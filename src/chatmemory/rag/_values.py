@@ -18,7 +18,12 @@ def _frozen(value: Mapping[str, Any] | None, name: str) -> FrozenDict:
         return FrozenDict()
     if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
         raise ConfigurationError(f"`{name}` must be a mapping with str keys, got {value!r}")
-    return value if isinstance(value, FrozenDict) else FrozenDict(value)
+    if isinstance(value, FrozenDict):
+        return value
+    try:
+        return FrozenDict(value)
+    except TypeError as error:  # a value that is not JSON-like
+        raise ConfigurationError(f"`{name}` holds {error}") from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import ConfigurationError, StoreError
+from .._frozen import thaw
 from ._embeddings import Embedding, EmbeddingMatch, EmbeddingSearchRequest, EmbeddingSearchResult
 from ._filters import Filter
 from ._values import TextSegment
@@ -135,13 +136,8 @@ class SqliteEmbeddingStore:
         rows = []
         for row_id, embedding, segment in zip(new_ids, embeddings, lined_segments, strict=True):
             metadata = None
-            if segment is not None:
-                try:
-                    metadata = json.dumps(dict(segment.metadata), ensure_ascii=False)
-                except TypeError as error:
-                    raise ConfigurationError(
-                        f"segment metadata must be JSON values to be stored: {error}"
-                    ) from None
+            if segment is not None:  # JSON-like by construction (TextSegment checks it)
+                metadata = json.dumps(thaw(segment.metadata), ensure_ascii=False)
             blob = np.asarray(embedding.vector, dtype=np.float32).tobytes()
             rows.append((row_id, blob, None if segment is None else segment.text, metadata))
         with self._lock, self._errors("add embeddings"):

@@ -1,0 +1,141 @@
+"""What the two embedded stores add to the contract: LangChain4j's JSON file and merge for the
+in-memory store; a cache that follows other connections, and one file shared with the chat
+memory, for SQLite."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from chatmemory import ConfigurationError, SqliteChatMemoryStore, StoreError, UserMessage
+from chatmemory.rag import (
+    Embedding,
+    EmbeddingSearchRequest,
+    HashingEmbeddingModel,
+    InMemoryEmbeddingStore,
+    SqliteEmbeddingStore,
+    TextSegment,
+)
+
+LANGCHAIN4J_JSON = """{"entries":[{"id":"a1","embedding":{"vector":[1.0,0.0,0.0]},
+"embedded":{"text":"hello","metadata":{"metadata":{"page":1,"source":"a.txt"}}}},
+{"id":"b2","embedding":{"vector":[0.0,1.0,0.0]}}]}"""
+
+
+def test_in_memory_reads_and_writes_langchain4j_json(tmp_path: Path) -> None:
+    store = InMemoryEmbeddingStore.from_json(LANGCHAIN4J_JSON)
+    assert store.count() == 2
+    [best] = store.search(
+        EmbeddingSearchRequest(query_embedding=Embedding((1.0, 0.1, 0.0)), max_results=1)
+    ).matches
+    assert (best.embedding_id, best.embedded) == (
+        "a1",
+        TextSegment("hello", {"page": 1, "source": "a.txt"}),
+    )
+    assert json.loads(store.to_json()) == json.loads(LANGCHAIN4J_JSON)
+    path = tmp_path / "store.json"
+    store.save(path)
+    assert InMemoryEmbeddingStore.load(path).to_json() == store.to_json()
+    with pytest.raises(ConfigurationError, match="not an InMemoryEmbeddingStore JSON"):
+        InMemoryEmbeddingStore.from_json('{"items": []}')
+    assert repr(store) == "InMemoryEmbeddingStore(2 embeddings)"
+
+
+def test_in_memory_merge_keeps_order_and_later_ids_win() -> None:
+    first, second = InMemoryEmbeddingStore(), InMemoryEmbeddingStore()
+    first.add(Embedding((1.0, 0.0)), TextSegment("one"), id="1")
+    first.add(Embedding((0.0, 1.0)), TextSegment("two"), id="2")
+    second.add(Embedding((1.0, 1.0)), TextSegment("two again"), id="2")
+    merged = InMemoryEmbeddingStore.merge(first, second)
+    assert [e["embedded"]["text"] for e in json.loads(merged.to_json())["entries"]] == [
+        "one",
+        "two again",
+    ]
+    with pytest.raises(ConfigurationError, match="merge"):
+        InMemoryEmbeddingStore.merge(first, object())  # type: ignore[arg-type]
+
+
+def test_one_model_per_store() -> None:
+    store = InMemoryEmbeddingStore()
+    store.add(Embedding((1.0, 0.0)))
+    with pytest.raises(ConfigurationError, match="dimension 2, got one of 3"):
+        store.add(Embedding((1.0, 0.0, 0.0)))
+    with pytest.raises(ConfigurationError, match="dimensions"):
+        InMemoryEmbeddingStore().add_all([Embedding((1.0,)), Embedding((1.0, 2.0))])
+
+
+def test_sqlite_sees_what_another_connection_added_and_removed(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    model = HashingEmbeddingModel(64)
+    reader, writer = SqliteEmbeddingStore(path), SqliteEmbeddingStore(path)
+    with reader, writer:
+        query = EmbeddingSearchRequest(query_embedding=model.embed_all(["tea"])[0])
+        assert reader.search(query).matches == ()
+        writer.add_all(
+            model.embed_all(["tea", "coffee"]), [TextSegment("tea"), TextSegment("coffee")]
+        )
+        assert reader.search(query).matches[0].embedded == TextSegment("tea")
+        writer.add(model.embed_all(["green tea"])[0], TextSegment("green tea"))  # only appended
+        assert {m.embedded.text for m in reader.search(query).matches} == {  # type: ignore[union-attr]
+            "tea",
+            "coffee",
+            "green tea",
+        }
+        writer.remove_all()
+        assert reader.search(query).matches == ()
+        assert reader.count() == 0
+
+
+@pytest.mark.parametrize("kind", [InMemoryEmbeddingStore, SqliteEmbeddingStore])
+def test_nested_metadata_survives(kind: type) -> None:
+    store = kind()
+    metadata = {"tags": ["a", "b"], "author": {"name": "Ann", "ids": [1, 2]}}
+    store.add(Embedding((1.0, 0.0)), TextSegment("x", metadata))
+    if isinstance(store, InMemoryEmbeddingStore):
+        store = InMemoryEmbeddingStore.from_json(store.to_json())
+    [match] = store.search(EmbeddingSearchRequest(query_embedding=Embedding((1.0, 0.0)))).matches
+    assert match.embedded == TextSegment("x", metadata)
+
+
+def test_sqlite_shares_the_chat_memory_file(tmp_path: Path) -> None:
+    path = tmp_path / "chatmemory.db"
+    with SqliteChatMemoryStore(path) as memories, SqliteEmbeddingStore(path) as vectors:
+        memories.update_messages("ann", [UserMessage("hi")])
+        vectors.add(Embedding((1.0, 0.0)), TextSegment("fact"))
+        assert memories.get_messages("ann") == [UserMessage("hi")]
+        assert vectors.count() == 1
+
+
+def test_sqlite_refuses_bad_settings_and_reports_store_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="`table` must be a SQL name"):
+        SqliteEmbeddingStore(tmp_path / "x.db", table="drop table; --")
+    with pytest.raises(StoreError, match="cannot open"):
+        SqliteEmbeddingStore(tmp_path)  # a directory
+    store = SqliteEmbeddingStore()
+    with pytest.raises(ConfigurationError, match=r"TextSegment\.metadata` holds attribute values"):
+        store.add(Embedding((1.0,)), TextSegment("x", {"when": object()}))
+    assert store.count() == 0
+    store.close()
+    with pytest.raises(StoreError, match="cannot search"):
+        store.search(EmbeddingSearchRequest(query_embedding=Embedding((1.0,))))
+    assert repr(store) == "SqliteEmbeddingStore(':memory:', table='embeddings')"
+
+
+def test_hashing_model_is_deterministic_normalised_and_word_sensitive() -> None:
+    model = HashingEmbeddingModel()
+    tea, tea_again, teas, rocket, blank = model.embed_all(
+        ["green tea", "Green TEA!", "green teas", "rocket launch", "  "]
+    )
+    assert model.dimension == tea.dimension == 384
+    assert tea == tea_again
+    assert sum(x * x for x in tea.vector) == pytest.approx(1.0)
+    from chatmemory.rag import cosine_similarity
+
+    assert cosine_similarity(tea, teas) > 0.6 > cosine_similarity(tea, rocket)
+    assert blank.vector[0] == 1.0
+    with pytest.raises(ConfigurationError, match="list of texts"):
+        model.embed_all("one text")
+    with pytest.raises(ConfigurationError, match=">= 8"):
+        HashingEmbeddingModel(4)
