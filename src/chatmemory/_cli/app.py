@@ -5,10 +5,12 @@ from __future__ import annotations
 import click
 import platformdirs
 
+from .ask import ask
 from .base import HOME_ENV, ErrorHandlingGroup
 from .chat import chat
 from .demo import demo
 from .history import history
+from .ingest import ingest
 from .tokens import tokens
 
 __all__ = ["cli"]
@@ -22,10 +24,12 @@ __all__ = ["cli"]
 )
 @click.version_option(package_name="chatmemory", prog_name="chatmemory")
 def cli() -> None:
-    """Conversation memory for LLM apps: chat, demo, history inspection, token counts."""
+    """Conversation memory for LLM apps: chat, demo, history, ingest and ask, token counts."""
 
 
+cli.add_command(ask)
 cli.add_command(chat)
 cli.add_command(demo)
 cli.add_command(history)
+cli.add_command(ingest)
 cli.add_command(tokens)

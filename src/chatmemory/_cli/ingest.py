@@ -1,0 +1,65 @@
+"""`chatmemory ingest`: files into the embedding store, with progress and a summary."""
+
+from __future__ import annotations
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ..rag import Ingestor, IngestProgress, ParagraphSplitter
+from .base import console
+from .embeddings import embedding_options, make_embedding_model, open_embedding_store
+
+__all__ = ["ingest"]
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@embedding_options
+@click.option("--max-size", type=click.IntRange(min=50), default=1000, show_default=True,
+              help="Largest segment, in characters.")  # fmt: skip
+@click.option("--overlap", type=click.IntRange(min=0), default=100, show_default=True,
+              help="Characters repeated from the previous segment.")  # fmt: skip
+def ingest(
+    paths: tuple[str, ...],
+    model_kind: str,
+    embedding_model: str | None,
+    base_url: str | None,
+    store_kind: str,
+    db: str | None,
+    postgres_dsn: str | None,
+    table: str,
+    max_size: int,
+    overlap: int,
+) -> None:
+    """Read text, Markdown, HTML and PDF files (directories recursively), split them, embed
+    them and store them for `chatmemory ask`. Unchanged files are skipped; a changed file
+    replaces its old segments."""
+    if overlap >= max_size:
+        raise click.BadParameter("must be smaller than --max-size", param_hint="--overlap")
+    model = make_embedding_model(model_kind, embedding_model, base_url)
+    splitter = ParagraphSplitter(max_size, overlap)
+    with open_embedding_store(store_kind, db, postgres_dsn, table, model) as store:
+        ingestor = Ingestor(model, store, splitter=splitter)
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[counts]}"),
+            TimeElapsedColumn(),
+            console=console(stderr=True),
+            transient=True,
+        ) as progress:
+            task = progress.add_task("files", total=None, counts="")
+
+            def tell(step: IngestProgress) -> None:
+                progress.update(
+                    task,
+                    total=step.files_total,
+                    completed=step.files_done,
+                    counts=f"{step.segments} segments, {step.embeddings} embeddings",
+                )
+
+            report = ingestor.ingest(list(paths), progress=tell)
+    click.echo(f"{report}, into {store!r} with {ingestor.label}")
+    for path, reason in report.failed.items():
+        click.echo(f"skipped {path}: {reason}", err=True)

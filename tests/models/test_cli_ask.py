@@ -1,0 +1,32 @@
+"""`chatmemory ask` with a chat model: the real OpenAI SDK against the local server answers
+from the passages retrieval injected into the question."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from chatmemory._cli.app import cli
+
+from .fake_server import FakeServer, Reply
+from .test_openai import completion
+
+
+def test_ask_answers_from_the_ingested_passages(server: FakeServer, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "refunds.md").write_text("Refunds take five business days.", encoding="utf-8")
+    db = str(tmp_path / "rag.db")
+    runner = CliRunner()
+    assert runner.invoke(cli, ["ingest", str(docs), "--db", db]).exit_code == 0
+    server.reply(Reply(body=completion("Five business days.")))
+    url = f"{server.url}/v1"
+    question = ["ask", "How long do refunds take?", "--db", db, "--show-sources"]
+    result = runner.invoke(cli, [*question, "--base-url", url, "--chat-model", "gpt-4o-mini"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("Five business days.\n[1] refunds.md (score ")
+    [request] = server.requests
+    sent = request.body["messages"][-1]["content"]
+    assert sent.startswith("How long do refunds take?")
+    assert "Refunds take five business days." in sent

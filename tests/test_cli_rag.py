@@ -1,0 +1,90 @@
+"""`chatmemory ingest` and `chatmemory ask`, offline on the default SQLite file."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from chatmemory._cli.app import cli
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("CHATMEMORY_HOME", str(tmp_path / "home"))
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def docs(tmp_path: Path) -> Path:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "refunds.md").write_text(
+        "# Refunds\n\nRefunds take five business days.\n\nCards are refunded first.\n",
+        encoding="utf-8",
+    )
+    (folder / "shipping.html").write_text(
+        "<h1>Shipping</h1><p>Parcels leave the warehouse within a day.</p>", encoding="utf-8"
+    )
+    (folder / "broken.pdf").write_bytes(b"not a pdf")
+    return folder
+
+
+def run(*args: str | Path, code: int = 0) -> Result:
+    result = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+    assert result.exit_code == code, result.output
+    return result
+
+
+def test_ingest_then_ask_shows_passages_without_a_chat_model(docs: Path, home: Path) -> None:
+    first = run("ingest", docs)
+    assert "2 file(s) ingested, 0 unchanged, 2 segment(s) stored" in first.output
+    assert "HashingEmbeddingModel:hashing-v1/384" in first.output
+    assert f"skipped {docs / 'broken.pdf'}: " in first.output
+    assert (home / "chatmemory.db").exists()
+    again = run("ingest", docs)
+    assert "0 file(s) ingested, 2 unchanged, 0 segment(s) stored" in again.output
+
+    found = run("ask", "How long do refunds take?", "--max-results", "1").output
+    assert found.startswith("no chat model configured: the passages retrieval found are\n")
+    assert "[1] refunds.md (score " in found
+    assert "Refunds take five business days." in found
+    assert "Parcels" not in found
+
+
+def test_a_changed_file_replaces_its_passages(docs: Path) -> None:
+    run("ingest", docs, "--max-size", "60", "--overlap", "0")
+    (docs / "refunds.md").write_text("Refunds now take ten days.", encoding="utf-8")
+    out = run("ingest", docs, "--max-size", "60", "--overlap", "0").output
+    assert "1 file(s) ingested, 1 unchanged, 1 segment(s) stored, 1 file(s) replaced" in out
+    found = run("ask", "refunds", "--max-results", "5").output
+    assert "ten days" in found
+    assert "five business days" not in found
+
+
+def test_ask_says_when_nothing_was_ingested_and_refuses_bad_input(tmp_path: Path) -> None:
+    assert "nothing ingested matches" in run("ask", "anything").output
+    assert "is empty" in run("ask", "  ", code=2).output
+    assert (
+        "must be smaller than --max-size"
+        in run("ingest", tmp_path, "--max-size", "100", "--overlap", "100", code=2).output
+    )
+    assert (
+        "--store postgres needs --postgres-dsn"
+        in run("ask", "x", "--store", "postgres", code=2).output
+    )
+    assert "needs OPENAI_API_KEY" in run("ask", "x", "--model", "openai", code=1).output
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("sentence_transformers") is None, reason="the local extra is absent"
+)
+def test_asking_with_another_model_than_the_one_ingested_is_refused(docs: Path) -> None:
+    run("ingest", docs)
+    out = run("ask", "refunds", "--model", "local", code=1).output
+    assert "the store was filled with HashingEmbeddingModel:hashing-v1/384" in out
+    assert "ask with the --model you ingested with" in out
