@@ -88,3 +88,12 @@ def test_asking_with_another_model_than_the_one_ingested_is_refused(docs: Path) 
     out = run("ask", "refunds", "--model", "local", code=1).output
     assert "the store was filled with HashingEmbeddingModel:hashing-v1/384" in out
     assert "ask with the --model you ingested with" in out
+
+
+def test_the_demo_answers_from_its_help_center_offline() -> None:
+    for _ in range(2):  # a second run finds the same articles, not twice as many
+        out = run("demo", "--turns", "0").output
+        scene = out.split("retrieval · a help center, offline")[1]
+        assert "Ingested 4 articles with HashingEmbeddingModel(dimension=384)" in scene
+        assert "  retrieved refunds.md: Refunds take five business days." in scene
+        assert "assistant: From the help center: Refunds take five business days." in scene
