@@ -6,6 +6,7 @@ import itertools
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from chatmemory import (
     AiMessage,
@@ -74,3 +75,31 @@ def table(title: str, header: Sequence[str], rows: Sequence[Sequence[object]]) -
         if n == 0:
             lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     return "\n".join(lines)
+
+
+def unit_vectors(count: int, seed: int, dimension: int = 384) -> Any:
+    """`count` unit vectors around the same 64 centers whatever the seed (queries too): clustered
+    like text embeddings, not uniform noise, which no index handles well."""
+    import numpy as np
+
+    centers = np.random.default_rng(0).normal(size=(64, dimension))
+    rng = np.random.default_rng(seed)
+    points = centers[rng.integers(0, 64, size=count)] + 0.3 * rng.normal(size=(count, dimension))
+    return (points / np.linalg.norm(points, axis=1, keepdims=True)).astype(np.float32)
+
+
+def percentile(samples: list[float], share: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def exact_top(vectors: Any, query: Any, top: int, keep: Any = None) -> tuple[set[int], float]:
+    """The exact `top` rows nearest `query` (numpy brute force) and the seconds it took."""
+    import numpy as np
+
+    start = time.perf_counter()
+    scores = vectors @ query
+    if keep is not None:
+        scores = np.where(keep, scores, -np.inf)
+    best = np.argpartition(-scores, top)[:top]
+    return {int(i) for i in best}, time.perf_counter() - start

@@ -22,24 +22,11 @@ from tests.rag.pgvector_server import pgvector_dsn
 from chatmemory.rag import Embedding, EmbeddingSearchRequest, TextSegment, key
 from chatmemory.rag.pgvector import PgVectorEmbeddingStore
 
-from .common import table
+from .common import exact_top, percentile, table, unit_vectors
 
 DIMENSION = 384
 QUERIES = 200
 TOP = 10
-
-
-def _vectors(count: int, seed: int) -> Any:
-    """`count` unit vectors around the same 64 centers whatever the seed (queries too)."""
-    centers = np.random.default_rng(0).normal(size=(64, DIMENSION))
-    rng = np.random.default_rng(seed)
-    points = centers[rng.integers(0, 64, size=count)] + 0.3 * rng.normal(size=(count, DIMENSION))
-    return (points / np.linalg.norm(points, axis=1, keepdims=True)).astype(np.float32)
-
-
-def _percentile(samples: list[float], share: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
 def _load(store: PgVectorEmbeddingStore, vectors: Any) -> float:
@@ -61,17 +48,8 @@ def _load(store: PgVectorEmbeddingStore, vectors: Any) -> float:
     return time.perf_counter() - start
 
 
-def _exact(vectors: Any, query: Any, keep: Any = None) -> tuple[set[int], float]:
-    start = time.perf_counter()
-    scores = vectors @ query
-    if keep is not None:
-        scores = np.where(keep, scores, -np.inf)
-    best = np.argpartition(-scores, TOP)[:TOP]
-    return {int(i) for i in best}, time.perf_counter() - start
-
-
 def _measure(store: PgVectorEmbeddingStore, vectors: Any, filtered: bool) -> list[object]:
-    queries = _vectors(QUERIES, seed=99)
+    queries = unit_vectors(QUERIES, seed=99)
     keep = (np.arange(len(vectors)) % 2 == 0) if filtered else None
     condition = key("half").eq(0) if filtered else None
     ours: list[float] = []
@@ -85,14 +63,14 @@ def _measure(store: PgVectorEmbeddingStore, vectors: Any, filtered: bool) -> lis
         matches = store.search(request).matches
         ours.append(time.perf_counter() - start)
         found = {int(m.embedded.text.split()[1]) for m in matches if m.embedded}
-        truth, seconds = _exact(vectors, query, keep)
+        truth, seconds = exact_top(vectors, query, TOP, keep)
         floor.append(seconds)
         recalls.append(len(found & truth) / TOP)
     return [
         f"{len(vectors):,}",
         "half the rows" if filtered else "none",
         f"{statistics.median(ours) * 1e3:,.2f} ms",
-        f"{_percentile(ours, 0.95) * 1e3:,.2f} ms",
+        f"{percentile(ours, 0.95) * 1e3:,.2f} ms",
         f"{statistics.median(floor) * 1e3:,.2f} ms",
         f"{statistics.mean(recalls):.3f}",
     ]
@@ -104,7 +82,7 @@ def run(quick: bool = False) -> Iterator[str]:
     loads: list[list[object]] = []
     with pgvector_dsn() as dsn:
         for size in sizes:
-            vectors = _vectors(size, seed=size)
+            vectors = unit_vectors(size, seed=size)
             with PgVectorEmbeddingStore(
                 dsn, dimension=DIMENSION, table=f"bench_{uuid.uuid4().hex[:10]}", max_size=1
             ) as store:

@@ -67,6 +67,10 @@ class VectorIndex:
         self._raw: Matrix = np.zeros((0, dimension or 0), dtype=np.float32)
         self._unit: Matrix = self._raw
         self._position: dict[str, int] = {}
+        self._masks: dict[str, npt.NDArray[np.bool_]] = {}
+        """Which rows each filter passes, by the filter's repr (its values' types included: a
+        filter on True is not one on 1); segments never change in place, so a mask holds until
+        rows are added or removed."""
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -96,6 +100,7 @@ class VectorIndex:
             vectors = vectors[keep]
             segments = [segments[n] for n in keep]
         start = len(self.ids)
+        self._masks.clear()
         self.ids.extend(ids)
         self.segments.extend(segments)
         self._position.update((row_id, start + n) for n, row_id in enumerate(ids))
@@ -107,6 +112,7 @@ class VectorIndex:
         if not gone:
             return 0
         keep = [n for n in range(len(self.ids)) if n not in gone]
+        self._masks.clear()
         self.ids = [self.ids[n] for n in keep]
         self.segments = [self.segments[n] for n in keep]
         self._raw = self._raw[keep]
@@ -118,11 +124,20 @@ class VectorIndex:
         """The ids whose segment passes `condition` (all ids for None)."""
         if condition is None:
             return list(self.ids)
-        return [
-            row_id
-            for row_id, segment in zip(self.ids, self.segments, strict=True)
-            if segment is not None and condition.test(segment.metadata)
-        ]
+        return [self.ids[n] for n in np.flatnonzero(self._mask(condition)).tolist()]
+
+    def _mask(self, condition: Filter) -> npt.NDArray[np.bool_]:
+        name = repr(condition)
+        mask = self._masks.get(name)
+        if mask is None:
+            if len(self._masks) >= 64:
+                self._masks.clear()
+            mask = self._masks[name] = np.fromiter(
+                (s is not None and condition.test(s.metadata) for s in self.segments),
+                dtype=np.bool_,
+                count=len(self.segments),
+            )
+        return mask
 
     def search(self, request: EmbeddingSearchRequest) -> tuple[EmbeddingMatch, ...]:
         if not self.ids:
@@ -130,18 +145,10 @@ class VectorIndex:
         self.check(request.query_embedding)
         query = _unit(np.asarray([request.query_embedding.vector], dtype=np.float32))[0]
         scores = (self._unit @ query + 1.0) / 2.0
-        candidates = np.flatnonzero(scores >= request.min_score - 1e-7)
+        passing = scores >= request.min_score - 1e-7
         if request.filter is not None:
-            condition = request.filter
-            candidates = np.asarray(
-                [
-                    n
-                    for n in candidates
-                    if (segment := self.segments[n]) is not None
-                    and condition.test(segment.metadata)
-                ],
-                dtype=np.int64,
-            )
+            passing &= self._mask(request.filter)
+        candidates = np.flatnonzero(passing)
         if candidates.size > request.max_results:
             part = np.argpartition(-scores[candidates], request.max_results - 1)
             candidates = candidates[part[: request.max_results]]
@@ -150,14 +157,14 @@ class VectorIndex:
             EmbeddingMatch(
                 min(1.0, float(scores[n])),
                 self.ids[n],
-                Embedding(tuple(self._raw[n].tolist())),
+                Embedding.trusted(self._raw[n].tolist()),
                 self.segments[n],
             )
             for n in order
         )
 
     def embedding(self, row_id: str) -> Embedding:
-        return Embedding(tuple(self._raw[self._position[row_id]].tolist()))
+        return Embedding.trusted(self._raw[self._position[row_id]].tolist())
 
 
 def _unit(vectors: npt.ArrayLike) -> Matrix:

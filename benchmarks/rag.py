@@ -1,0 +1,146 @@
+"""Retrieval on the embedded stores (issue 10): `InMemoryEmbeddingStore` and
+`SqliteEmbeddingStore` at 10,000 and 100,000 vectors of 384 dimensions, and the augmentor's own
+cost per call. (pgvector has its own part, `pgvector`.)
+
+Per store size: search latency p50 / p95 (top 10, no filter, and a metadata filter that keeps
+half the rows) and recall@10 against exact brute force (numpy over the same vectors in one
+matrix: the floor beside our latency). Then `DefaultRetrievalAugmentor.augment` around an
+embedding-store retriever, next to the retriever called alone.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from chatmemory import UserMessage
+from chatmemory.rag import (
+    AugmentationRequest,
+    DefaultRetrievalAugmentor,
+    Embedding,
+    EmbeddingSearchRequest,
+    EmbeddingStoreContentRetriever,
+    HashingEmbeddingModel,
+    InMemoryEmbeddingStore,
+    Query,
+    QueryMetadata,
+    SqliteEmbeddingStore,
+    TextSegment,
+    key,
+)
+
+from .common import exact_top, percentile, table, unit_vectors
+
+DIMENSION = 384
+QUERIES = 200
+TOP = 10
+
+
+def _fill(store: Any, vectors: Any) -> float:
+    start = time.perf_counter()
+    for first in range(0, len(vectors), 5_000):
+        chunk = vectors[first : first + 5_000]
+        store.add_all(
+            [Embedding(tuple(v.tolist())) for v in chunk],
+            [TextSegment(f"row {first + i}", {"half": (first + i) % 2}) for i in range(len(chunk))],
+        )
+    return time.perf_counter() - start
+
+
+def _measure(name: str, store: Any, vectors: Any, filtered: bool) -> list[object]:
+    queries = unit_vectors(QUERIES, seed=99)
+    keep = (np.arange(len(vectors)) % 2 == 0) if filtered else None
+    condition = key("half").eq(0) if filtered else None
+    ours: list[float] = []
+    floor: list[float] = []
+    recalls: list[float] = []
+    for query in queries:
+        request = EmbeddingSearchRequest(
+            query_embedding=Embedding(tuple(query.tolist())), max_results=TOP, filter=condition
+        )
+        start = time.perf_counter()
+        matches = store.search(request).matches
+        ours.append(time.perf_counter() - start)
+        found = {int(m.embedded.text.split()[1]) for m in matches if m.embedded}
+        truth, seconds = exact_top(vectors, query, TOP, keep)
+        floor.append(seconds)
+        recalls.append(len(found & truth) / TOP)
+    return [
+        name,
+        f"{len(vectors):,}",
+        "half the rows" if filtered else "none",
+        f"{statistics.median(ours) * 1e3:,.2f} ms",
+        f"{percentile(ours, 0.95) * 1e3:,.2f} ms",
+        f"{statistics.median(floor) * 1e3:,.2f} ms",
+        f"{statistics.median(ours) / statistics.median(floor):.1f}×",
+        f"{statistics.mean(recalls):.3f}",
+    ]
+
+
+def _augmentor_overhead() -> list[list[object]]:
+    model = HashingEmbeddingModel()
+    store = InMemoryEmbeddingStore()
+    texts = [f"article {i} about topic {i % 50} and refunds" for i in range(2_000)]
+    store.add_all(model.embed_all(texts), [TextSegment(t) for t in texts])
+    retriever = EmbeddingStoreContentRetriever(store, model, max_results=5)
+    augmentor = DefaultRetrievalAugmentor(content_retriever=retriever)
+    user = UserMessage("How do refunds work for topic 7?")
+    request = AugmentationRequest(user, QueryMetadata(user_message=user))
+    query = Query(user.text)
+    rows: list[list[object]] = []
+    for label, call in (
+        ("retriever alone", lambda: retriever.retrieve(query)),
+        ("augment (transform, route, retrieve, fuse, inject)", lambda: augmentor.augment(request)),
+    ):
+        call()
+        samples = []
+        for _ in range(300):
+            start = time.perf_counter()
+            call()
+            samples.append(time.perf_counter() - start)
+        rows.append([label, f"{statistics.median(samples) * 1e6:,.0f} µs"])
+    return rows
+
+
+def run(quick: bool = False) -> Iterator[str]:
+    sizes = (2_000, 10_000) if quick else (10_000, 100_000)
+    rows: list[list[object]] = []
+    loads: list[list[object]] = []
+    with tempfile.TemporaryDirectory() as directory:
+        for size in sizes:
+            vectors = unit_vectors(size, seed=size)
+            memory = InMemoryEmbeddingStore()
+            with SqliteEmbeddingStore(Path(directory) / f"bench{size}.db") as sqlite:
+                for name, store in (("in-memory", memory), ("SQLite", sqlite)):
+                    seconds = _fill(store, vectors)
+                    loads.append([name, f"{size:,}", f"{size / seconds:,.0f} vectors/s"])
+                    rows.append(_measure(name, store, vectors, filtered=False))
+                    rows.append(_measure(name, store, vectors, filtered=True))
+                fresh = SqliteEmbeddingStore(Path(directory) / f"bench{size}.db")
+                start = time.perf_counter()
+                fresh.search(EmbeddingSearchRequest(query_embedding=Embedding((1.0,) * DIMENSION)))
+                loads.append(
+                    ["SQLite, first search of a new process", f"{size:,}",
+                     f"{(time.perf_counter() - start) * 1e3:,.0f} ms (reads the matrix)"]
+                )  # fmt: skip
+                fresh.close()
+    yield table(
+        f"Embedded stores: search, top {TOP} of {DIMENSION}-dimension vectors ({QUERIES} "
+        f"queries; floor: exact numpy brute force over one matrix)",
+        ["store", "vectors", "filter", "p50", "p95", "floor p50", "ratio", "recall@10"],
+        rows,
+    )
+    yield table(
+        "Embedded stores: loading (add_all, batches of 5,000)", ["store", "vectors", "rate"], loads
+    )
+    yield table(
+        "Retrieval augmentor overhead (in-memory store, 2,000 segments, hashing model)",
+        ["call", "p50"],
+        _augmentor_overhead(),
+    )
