@@ -93,6 +93,25 @@ def test_ties_keep_insertion_order(store: Any) -> None:
     found = store.search(EmbeddingSearchRequest(query_embedding=vec(1, 1), max_results=5))
     assert sorted(m.embedding_id for m in found.matches) == sorted(ids)
     assert len({round(m.score, 6) for m in found.matches}) == 1
+    if isinstance(store, (InMemoryEmbeddingStore, SqliteEmbeddingStore)):
+        # The embedded stores are exact: among equals the row added first wins, also at the
+        # cut (pgvector's HNSW index orders equals as it finds them).
+        assert [m.embedding_id for m in found.matches] == ids
+
+
+def test_a_tie_at_the_cut_goes_to_the_row_added_first(store: Any) -> None:
+    if not isinstance(store, (InMemoryEmbeddingStore, SqliteEmbeddingStore)):
+        pytest.skip("pgvector's HNSW index orders equal scores as it finds them")
+    pattern = [(1, 0), (1, 1), (1, 0.5), (1, 1), (1, 0), (1, 0.5), (1, 1), (1, 0.5)] * 40
+    ids = store.add_all([vec(*p) for p in pattern], [TextSegment(str(p)) for p in pattern])
+    query = vec(1, 0.5)
+    for top in (1, 3, 50, 100, 200, 320):
+        found = store.search(EmbeddingSearchRequest(query_embedding=query, max_results=top))
+        exact = sorted(
+            range(len(pattern)),
+            key=lambda n: (-round(cosine_similarity(query, vec(*pattern[n])), 6), n),
+        )
+        assert [m.embedding_id for m in found.matches] == [ids[n] for n in exact[:top]]
 
 
 def test_ids_given_replace_and_removal_by_id_filter_or_all(store: Any) -> None:

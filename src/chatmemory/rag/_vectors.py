@@ -149,10 +149,14 @@ class VectorIndex:
         if request.filter is not None:
             passing &= self._mask(request.filter)
         candidates = np.flatnonzero(passing)
-        if candidates.size > request.max_results:
-            part = np.argpartition(-scores[candidates], request.max_results - 1)
-            candidates = candidates[part[: request.max_results]]
-        order = sorted(candidates.tolist(), key=lambda n: (-float(scores[n]), n))
+        top = request.max_results
+        if candidates.size > top:
+            # Every row scoring at least the top-th score stays, so a tie at the cut goes to the
+            # row added first (argpartition alone would pick among equals at random).
+            kth = np.partition(scores[candidates], candidates.size - top)[candidates.size - top]
+            candidates = candidates[scores[candidates] >= kth]
+        # Best first, ties in insertion order (lexsort: the last key is the primary one).
+        order = candidates[np.lexsort((candidates, -scores[candidates]))][:top].tolist()
         return tuple(
             EmbeddingMatch(
                 min(1.0, float(scores[n])),
