@@ -230,3 +230,15 @@ def test_bad_input_says_what_to_do(store: Any) -> None:
         store.remove_all(["a"], filter=key("k").eq(1))
     store.add(vec(1), TextSegment("kept"))
     assert store.count() == 1
+
+
+def test_full_text_follows_additions_replacements_and_removals(store: Any) -> None:
+    store.add(vec(1), TextSegment("red apple fruit"), id="a")
+    assert [m.embedding_id for m in store.search_text("pears")] == []
+    store.add(vec(1, 1), TextSegment("green pears"), id="p")
+    assert [m.embedding_id for m in store.search_text("pears")] == ["p"]
+    store.add(vec(1, 1), TextSegment("purple plums"), id="p")  # replaces the pears
+    assert [m.embedding_id for m in store.search_text("pears plums")] == ["p"]
+    assert store.search_text("plums")[0].embedded == TextSegment("purple plums")
+    store.remove("p")
+    assert [m.embedding_id for m in store.search_text("fruit pears plums", max_results=5)] == ["a"]

@@ -17,7 +17,7 @@ from .._frozen import thaw
 from ._embeddings import Embedding, EmbeddingMatch, EmbeddingSearchRequest, EmbeddingSearchResult
 from ._filters import Filter
 from ._values import TextSegment
-from ._vectors import Bm25, VectorIndex, check_embeddings
+from ._vectors import VectorIndex, check_embeddings
 
 __all__ = ["InMemoryEmbeddingStore"]
 
@@ -82,17 +82,7 @@ class InMemoryEmbeddingStore:
         self, text: str, *, max_results: int = 3, filter: Filter | None = None
     ) -> list[EmbeddingMatch]:
         with self._lock:
-            allowed = set(self._index.matching(filter))
-            rows = [
-                (row_id, segment)
-                for row_id, segment in zip(self._index.ids, self._index.segments, strict=True)
-                if segment is not None and row_id in allowed
-            ]
-            ranked = Bm25().rank(text, rows, max_results)
-            return [
-                EmbeddingMatch(score, row_id, self._index.embedding(row_id), segment)
-                for score, row_id, segment in ranked
-            ]
+            return self._index.search_text(text, max_results, filter)
 
     def remove(self, id: str) -> None:
         self.remove_all([id])

@@ -7,6 +7,7 @@ order, so a search answers the same on every store and every run.
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from collections import Counter
@@ -67,6 +68,7 @@ class VectorIndex:
         self._raw: Matrix = np.zeros((0, dimension or 0), dtype=np.float32)
         self._unit: Matrix = self._raw
         self._position: dict[str, int] = {}
+        self._bm25: Bm25 | None = None  # built on the first full-text search after a change
         self._masks: dict[str, npt.NDArray[np.bool_]] = {}
         """Which rows each filter passes, by the filter's repr (its values' types included: a
         filter on True is not one on 1); segments never change in place, so a mask holds until
@@ -101,6 +103,7 @@ class VectorIndex:
             segments = [segments[n] for n in keep]
         start = len(self.ids)
         self._masks.clear()
+        self._bm25 = None
         self.ids.extend(ids)
         self.segments.extend(segments)
         self._position.update((row_id, start + n) for n, row_id in enumerate(ids))
@@ -113,6 +116,7 @@ class VectorIndex:
             return 0
         keep = [n for n in range(len(self.ids)) if n not in gone]
         self._masks.clear()
+        self._bm25 = None
         self.ids = [self.ids[n] for n in keep]
         self.segments = [self.segments[n] for n in keep]
         self._raw = self._raw[keep]
@@ -167,6 +171,20 @@ class VectorIndex:
             for n in order
         )
 
+    def search_text(
+        self, text: str, max_results: int, condition: Filter | None
+    ) -> list[EmbeddingMatch]:
+        """BM25 over the segments' words; only rows that pass `condition` are returned."""
+        if self._bm25 is None:
+            self._bm25 = Bm25(self.segments)
+        allowed = None if condition is None else self._mask(condition)
+        return [
+            EmbeddingMatch(
+                score, self.ids[n], Embedding.trusted(self._raw[n].tolist()), self.segments[n]
+            )
+            for score, n in self._bm25.rank(text, max_results, allowed)
+        ]
+
     def embedding(self, row_id: str) -> Embedding:
         return Embedding.trusted(self._raw[self._position[row_id]].tolist())
 
@@ -179,33 +197,42 @@ def _unit(vectors: npt.ArrayLike) -> Matrix:
 
 
 class Bm25:
-    """Okapi BM25 (k1 = 1.2, b = 0.75) over the words of segments, for the in-memory store."""
+    """Okapi BM25 (k1 = 1.2, b = 0.75, Lucene's idf) over the words of an index's segments, for
+    the in-memory store. Built once from the segments (an inverted index: word -> rows and
+    counts) and rebuilt only after rows change, so a query reads the postings of its own words
+    rather than every segment. Statistics cover every segment, as FTS5's do on SQLite; a filter
+    only decides which rows may be returned."""
 
-    def __init__(self) -> None:
-        self.k1, self.b = 1.2, 0.75
+    k1, b = 1.2, 0.75
+
+    def __init__(self, segments: Sequence[TextSegment | None]) -> None:
+        self.postings: dict[str, list[tuple[int, int]]] = {}
+        lengths = np.zeros(len(segments), dtype=np.float64)
+        for n, segment in enumerate(segments):
+            if segment is None:
+                continue
+            counts = Counter(words(segment.text))
+            lengths[n] = sum(counts.values())
+            for term, tf in counts.items():
+                self.postings.setdefault(term, []).append((n, tf))
+        self.total = sum(1 for s in segments if s is not None)
+        average = float(lengths.sum()) / self.total if self.total else 1.0
+        self.norms = self.k1 * (1 - self.b + self.b * lengths / (average or 1.0))
 
     def rank(
-        self, query: str, rows: Sequence[tuple[str, TextSegment]], max_results: int
-    ) -> list[tuple[float, str, TextSegment]]:
-        terms = set(words(query))
-        if not terms or not rows:
-            return []
-        counted = [Counter(words(segment.text)) for _, segment in rows]
-        lengths = [sum(c.values()) for c in counted]
-        average = sum(lengths) / len(lengths) or 1.0
-        frequency = {t: sum(1 for c in counted if t in c) for t in terms}
-        total = len(rows)
-        scored = []
-        for n, ((row_id, segment), counts) in enumerate(zip(rows, counted, strict=True)):
-            score = 0.0
-            for term in terms:
-                tf = counts.get(term, 0)
-                if not tf:
-                    continue
-                idf = math.log(1 + (total - frequency[term] + 0.5) / (frequency[term] + 0.5))
-                norm = tf + self.k1 * (1 - self.b + self.b * lengths[n] / average)
-                score += idf * tf * (self.k1 + 1) / norm
-            if score > 0:
-                scored.append((score, n, row_id, segment))
-        scored.sort(key=lambda s: (-s[0], s[1]))
-        return [(score, row_id, segment) for score, _, row_id, segment in scored[:max_results]]
+        self, query: str, max_results: int, allowed: npt.NDArray[np.bool_] | None = None
+    ) -> list[tuple[float, int]]:
+        """(score, row position) of the best rows, best first, ties in insertion order."""
+        scores: dict[int, float] = {}
+        for term in dict.fromkeys(words(query)):
+            posting = self.postings.get(term)
+            if not posting:
+                continue
+            df = len(posting)
+            idf = math.log(1 + (self.total - df + 0.5) / (df + 0.5))
+            for n, tf in posting:
+                if allowed is None or allowed[n]:
+                    gain = idf * tf * (self.k1 + 1) / (tf + self.norms[n])
+                    scores[n] = scores.get(n, 0.0) + float(gain)
+        best = heapq.nsmallest(max_results, scores.items(), key=lambda item: (-item[1], item[0]))
+        return [(score, n) for n, score in best if score > 0]
