@@ -5,6 +5,7 @@ memory, for SQLite."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,32 @@ def test_hashing_model_is_deterministic_normalised_and_word_sensitive() -> None:
         model.embed_all("one text")
     with pytest.raises(ConfigurationError, match=">= 8"):
         HashingEmbeddingModel(4)
+
+
+def test_sqlite_on_a_connection_you_keep(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    connection = sqlite3.connect(path, check_same_thread=False)
+    connection.execute("CREATE TABLE notes (body TEXT)")
+    connection.execute("INSERT INTO notes VALUES ('yours, not yet committed')")
+    assert connection.in_transaction
+    store = SqliteEmbeddingStore(connection, table="facts")
+    twin = SqliteEmbeddingStore(connection, table="facts")  # a second object on the same one
+    assert store.path == twin.path == str(path)
+    store.add(Embedding((1.0, 0.0)), TextSegment("tea"), id="t")
+    assert connection.in_transaction  # a savepoint inside your transaction: you commit it
+    assert [m.embedding_id for m in twin.search_text("tea")] == ["t"]
+    twin.search(EmbeddingSearchRequest(query_embedding=Embedding((1.0, 0.0))))  # cache filled
+    store.add(Embedding((0.0, 1.0)), TextSegment("cake"), id="c")
+    store.remove("t")
+    seen = twin.search(EmbeddingSearchRequest(query_embedding=Embedding((1.0, 0.0)))).matches
+    assert [m.embedding_id for m in seen] == ["c"]  # the twin's cache followed
+    connection.commit()
+    store.close()  # yours stays open
+    assert connection.execute("SELECT count(*) FROM notes").fetchone()[0] == 1
+    with SqliteEmbeddingStore(path, table="facts") as reopened:
+        assert [m.embedding_id for m in reopened.search_text("cake")] == ["c"]
+        reopened.add(Embedding((1.0, 1.0)), TextSegment("scones"), id="s")  # autocommit mode
+    assert twin.count() == 2
+    with pytest.raises(ConfigurationError, match=r"sqlite3\.Connection"):
+        SqliteEmbeddingStore(42)  # type: ignore[arg-type]
+    connection.close()

@@ -37,25 +37,40 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 class SqliteEmbeddingStore:
     """Embeddings in the table `table` of the SQLite file at `path` (created when missing).
 
-    Thread-safe; several processes may share the file (WAL). Adding an id that exists replaces
-    it. `search_text` ranks segments by FTS5's BM25 for `FullTextContentRetriever` and
-    `HybridContentRetriever`."""
+    `path` may also be an open `sqlite3.Connection` (the one your application already keeps
+    for the file; open it with ``check_same_thread=False`` to search from several threads): a
+    write inside a transaction you left open is a savepoint you commit with yours, and
+    `close()` leaves the connection open. Thread-safe; several processes may share the file
+    (WAL). Adding an id that exists replaces it. `search_text` ranks segments by FTS5's BM25
+    for `FullTextContentRetriever` and `HybridContentRetriever`."""
 
-    def __init__(self, path: str | Path = ":memory:", *, table: str = "embeddings") -> None:
+    def __init__(
+        self, path: str | Path | sqlite3.Connection = ":memory:", *, table: str = "embeddings"
+    ) -> None:
         if not isinstance(table, str) or not _NAME.fullmatch(table):
             raise ConfigurationError(
                 f"`table` must be a SQL name (letters, digits, _), got {table!r}"
             )
-        self.path = str(path)
-        self.table = table
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._db = sqlite3.connect(
-                self.path, check_same_thread=False, isolation_level=None, timeout=30
+        if not isinstance(path, (str, Path, sqlite3.Connection)):
+            raise ConfigurationError(
+                f"`path` must be a file path or a sqlite3.Connection, got {path!r}"
             )
-            if self.path != ":memory:":
-                self._db.execute("PRAGMA journal_mode=WAL")
+        self.table = table
+        self._owned = not isinstance(path, sqlite3.Connection)
+        self.path = "<connection>" if isinstance(path, sqlite3.Connection) else str(path)
+        try:
+            if isinstance(path, sqlite3.Connection):
+                self._db = path
+                row = path.execute("PRAGMA database_list").fetchone()
+                self.path = str(row[2]) if row and row[2] else ":memory:"
+            else:
+                if self.path != ":memory:":
+                    Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+                self._db = sqlite3.connect(
+                    self.path, check_same_thread=False, isolation_level=None, timeout=30
+                )
+                if self.path != ":memory:":
+                    self._db.execute("PRAGMA journal_mode=WAL")
             self._create()
         except sqlite3.Error as error:
             raise StoreError(f"cannot open {self.path!r}: {error}", store=self) from None
@@ -69,30 +84,55 @@ class SqliteEmbeddingStore:
 
     def _create(self) -> None:
         t = self.table
-        self._db.executescript(
-            f"""
-            CREATE TABLE IF NOT EXISTS {t} (
+        # One statement at a time: executescript() would commit a transaction the owner of a
+        # shared connection left open.
+        for statement in (
+            f"""CREATE TABLE IF NOT EXISTS {t} (
                 rowid INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: the cache relies on it
                 id TEXT NOT NULL UNIQUE,
                 vector BLOB NOT NULL,
                 text TEXT,
                 metadata TEXT
-            );
-            CREATE VIRTUAL TABLE IF NOT EXISTS {t}_fts
-                USING fts5(text, content='{t}', content_rowid='rowid');
-            CREATE TRIGGER IF NOT EXISTS {t}_ai AFTER INSERT ON {t} WHEN new.text IS NOT NULL
+            )""",
+            f"""CREATE VIRTUAL TABLE IF NOT EXISTS {t}_fts
+                USING fts5(text, content='{t}', content_rowid='rowid')""",
+            f"""CREATE TRIGGER IF NOT EXISTS {t}_ai AFTER INSERT ON {t} WHEN new.text IS NOT NULL
             BEGIN
                 INSERT INTO {t}_fts(rowid, text) VALUES (new.rowid, new.text);
-            END;
-            CREATE TRIGGER IF NOT EXISTS {t}_ad AFTER DELETE ON {t} WHEN old.text IS NOT NULL
+            END""",
+            f"""CREATE TRIGGER IF NOT EXISTS {t}_ad AFTER DELETE ON {t} WHEN old.text IS NOT NULL
             BEGIN
                 INSERT INTO {t}_fts({t}_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
-            END;
-            """
-        )
+            END""",
+        ):
+            self._db.execute(statement)
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """One transaction, or a savepoint inside the transaction the connection's owner has
+        open (committed by them)."""
+        if self._db.in_transaction:
+            self._db.execute("SAVEPOINT chatmemory_embeddings")
+            try:
+                yield
+            except BaseException:
+                self._db.execute("ROLLBACK TO chatmemory_embeddings")
+                self._db.execute("RELEASE chatmemory_embeddings")
+                raise
+            self._db.execute("RELEASE chatmemory_embeddings")
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
 
     def close(self) -> None:
-        self._db.close()
+        """Close the connection this store opened (a connection you gave stays open)."""
+        if self._owned:
+            self._db.close()
 
     def __enter__(self) -> SqliteEmbeddingStore:
         return self
@@ -146,8 +186,7 @@ class SqliteEmbeddingStore:
                 self._cache.check(embedding)
             if len({e.dimension for e in embeddings}) > 1:
                 raise ConfigurationError("add_all() got embeddings of several dimensions")
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
+            with self._writing():
                 self._db.executemany(
                     f"DELETE FROM {self.table} WHERE id = ?", [(r[0],) for r in rows]
                 )
@@ -155,10 +194,6 @@ class SqliteEmbeddingStore:
                     f"INSERT INTO {self.table} (id, vector, text, metadata) VALUES (?, ?, ?, ?)",
                     rows,
                 )
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
             self._refresh(wrote=True)
         return new_ids
 
@@ -206,31 +241,31 @@ class SqliteEmbeddingStore:
             raise ConfigurationError("remove_all() takes a list of ids; use remove(id) for one")
         with self._lock, self._errors("remove embeddings"):
             self._refresh()
-            if ids is None and filter is None:
-                self._db.execute(f"DELETE FROM {self.table}")
-            else:
-                doomed = list(ids) if ids is not None else self._cache.matching(filter)
-                self._db.execute("BEGIN IMMEDIATE")
-                try:
+            with self._writing():
+                if ids is None and filter is None:
+                    self._db.execute(f"DELETE FROM {self.table}")
+                else:
+                    doomed = list(ids) if ids is not None else self._cache.matching(filter)
                     self._db.executemany(
                         f"DELETE FROM {self.table} WHERE id = ?", [(i,) for i in doomed]
                     )
-                    self._db.execute("COMMIT")
-                except BaseException:
-                    self._db.execute("ROLLBACK")
-                    raise
             self._refresh(wrote=True)
 
     def _refresh(self, *, wrote: bool = False) -> None:
         """Bring the cache up to the table. Unchanged (no commit by another connection, none
         by this one) costs one PRAGMA; when rows were only added, only they are read."""
         version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
-        if version == self._version and not wrote:
+        if version == self._version and not wrote and self._owned:
             return
         count, top = self._db.execute(
             f"SELECT count(*), coalesce(max(rowid), 0) FROM {self.table}"
         ).fetchone()
         known_count, known_top = self._shape
+        if not wrote and (count, top) == self._shape and self._version is not None:
+            # A shared connection: data_version misses its own commits (another store object on
+            # it, or its owner), so the row count and the top rowid (never reused) tell.
+            self._version = version
+            return
         if self._version is not None and top >= known_top and count >= known_count:
             rows = self._rows(f"WHERE rowid > {int(known_top)}")
             if known_count + len(rows) == count:
