@@ -11,7 +11,7 @@ import heapq
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -184,6 +184,30 @@ class VectorIndex:
             )
             for score, n in self._bm25.rank(text, max_results, allowed)
         ]
+
+    def matches(
+        self,
+        ranked: Iterable[tuple[float, str | None]],
+        max_results: int,
+        condition: Filter | None,
+    ) -> list[EmbeddingMatch]:
+        """The first `max_results` of (score, id), best first, as matches: ids this index does
+        not hold (None, or rows added since it was read) and rows `condition` refuses are
+        skipped."""
+        mask = None if condition is None else self._mask(condition)
+        found: list[EmbeddingMatch] = []
+        for score, row_id in ranked:
+            n = self._position.get(row_id) if row_id is not None else None
+            if n is None or self.segments[n] is None or (mask is not None and not mask[n]):
+                continue
+            found.append(
+                EmbeddingMatch(
+                    score, self.ids[n], Embedding.trusted(self._raw[n].tolist()), self.segments[n]
+                )
+            )
+            if len(found) == max_results:
+                break
+        return found
 
     def embedding(self, row_id: str) -> Embedding:
         return Embedding.trusted(self._raw[self._position[row_id]].tolist())

@@ -76,6 +76,7 @@ class SqliteEmbeddingStore:
             raise StoreError(f"cannot open {self.path!r}: {error}", store=self) from None
         self._lock = threading.RLock()
         self._cache = VectorIndex()
+        self._rowids: dict[int, str] = {}  # the cache's rows: rowid -> id
         self._version: int | None = None  # PRAGMA data_version when the cache was read
         self._shape = (0, 0)  # row count and max rowid the cache holds
 
@@ -211,25 +212,23 @@ class SqliteEmbeddingStore:
         if not terms:
             return []
         query = " OR ".join('"' + term.replace('"', '""') + '"' for term in dict.fromkeys(terms))
-        matches: list[EmbeddingMatch] = []
+        fts = f"{self.table}_fts"
+        # Only rowids and scores leave FTS5 (sorting whole rows, vectors included, cost more
+        # than the ranking); the segments and vectors come from the cache, which the filter's
+        # mask also covers. A filter may drop rows, so then every match is ranked.
+        limit = "LIMIT ?" if filter is None else ""
         with self._lock, self._errors("search text"):
-            cursor = self._db.execute(
-                f"SELECT e.id, e.vector, e.text, e.metadata, -bm25({self.table}_fts) AS score "
-                f"FROM {self.table}_fts JOIN {self.table} e ON e.rowid = {self.table}_fts.rowid "
-                f"WHERE {self.table}_fts MATCH ? ORDER BY score DESC, e.rowid",
-                (query,),
+            self._refresh()
+            ranked = self._db.execute(
+                f"SELECT rowid, -bm25({fts}) FROM {fts} WHERE {fts} MATCH ? "
+                f"ORDER BY bm25({fts}), rowid {limit}",
+                (query, max_results) if filter is None else (query,),
             )
-            for row_id, blob, body, metadata, score in cursor:
-                segment = TextSegment(body, json.loads(metadata) if metadata else {})
-                if filter is not None and not filter.test(segment.metadata):
-                    continue
-                vector = np.frombuffer(blob, dtype=np.float32)
-                matches.append(
-                    EmbeddingMatch(float(score), row_id, Embedding(tuple(vector.tolist())), segment)
-                )
-                if len(matches) == max_results:
-                    break
-        return matches
+            return self._cache.matches(
+                ((float(score), self._rowids.get(rowid)) for rowid, score in ranked),
+                max_results,
+                filter,
+            )
 
     def remove(self, id: str) -> None:
         self.remove_all([id])
@@ -269,20 +268,21 @@ class SqliteEmbeddingStore:
         if self._version is not None and top >= known_top and count >= known_count:
             rows = self._rows(f"WHERE rowid > {int(known_top)}")
             if known_count + len(rows) == count:
-                self._load(rows, self._cache)
+                self._load(rows, self._cache, self._rowids)
                 self._version, self._shape = version, (int(count), int(top))
                 return
-        fresh = VectorIndex()
-        self._load(self._rows(""), fresh)
-        self._cache, self._version, self._shape = fresh, version, (int(count), int(top))
+        fresh, rowids = VectorIndex(), dict[int, str]()
+        self._load(self._rows(""), fresh, rowids)
+        self._cache, self._rowids = fresh, rowids
+        self._version, self._shape = version, (int(count), int(top))
 
     def _rows(self, where: str) -> list[tuple[Any, ...]]:
         return self._db.execute(
-            f"SELECT id, vector, text, metadata FROM {self.table} {where} ORDER BY rowid"
+            f"SELECT id, vector, text, metadata, rowid FROM {self.table} {where} ORDER BY rowid"
         ).fetchall()
 
     @staticmethod
-    def _load(rows: list[tuple[Any, ...]], index: VectorIndex) -> None:
+    def _load(rows: list[tuple[Any, ...]], index: VectorIndex, rowids: dict[int, str]) -> None:
         if not rows:
             return
         vectors = np.stack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
@@ -291,3 +291,4 @@ class SqliteEmbeddingStore:
             for r in rows
         ]
         index.append([r[0] for r in rows], vectors, segments)
+        rowids.update((int(r[4]), r[0]) for r in rows)
