@@ -4,6 +4,7 @@ memory, for SQLite."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from pathlib import Path
@@ -140,6 +141,13 @@ def test_hashing_model_is_deterministic_normalised_and_word_sensitive() -> None:
         model.embed_all("one text")
     with pytest.raises(ConfigurationError, match=">= 8"):
         HashingEmbeddingModel(4)
+
+
+def test_hashing_model_vectors_never_change() -> None:
+    # Stores filled with "hashing-v1" must keep answering: the exact floats are pinned.
+    [vector] = HashingEmbeddingModel().embed_all(["Refunds take 5 days, Ünïcödé!"])
+    digest = hashlib.sha256(repr(vector.vector).encode()).hexdigest()
+    assert digest == "0d233f54bc8cce70d9bceb645c564abfe591beaa910307649e53bf6fff9d2dc3"
 
 
 def test_sqlite_on_a_connection_you_keep(tmp_path: Path) -> None:

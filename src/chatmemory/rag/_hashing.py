@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import re
 from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
 
 from .._errors import ConfigurationError
 from ._embeddings import Embedding
@@ -49,18 +53,33 @@ class HashingEmbeddingModel:
     def _embed(self, text: str) -> Embedding:
         if not isinstance(text, str):
             raise ConfigurationError(f"only text can be embedded, got {text!r}")
-        vector = [0.0] * self._dimension
-        for word in _WORD.findall(text.lower()):
-            self._add(vector, "w:" + word, 1.0)
-            padded = f"<{word}>"
-            for i in range(len(padded) - 2):
-                self._add(vector, "t:" + padded[i : i + 3], 0.5)
-        norm = math.sqrt(sum(x * x for x in vector))
+        found = [_features(word, self._dimension) for word in _WORD.findall(text.lower())]
+        if found:  # bincount adds in input order: the sums hashing-v1 always had
+            vector = np.bincount(
+                np.concatenate([f[0] for f in found]),
+                weights=np.concatenate([f[1] for f in found]),
+                minlength=self._dimension,
+            )
+        else:
+            vector = np.zeros(self._dimension, dtype=np.float64)
+        norm = math.sqrt(sum(x * x for x in vector.tolist()))  # as hashing-v1 always did
         if norm == 0:  # no words: a fixed vector, so blank texts are near each other only
             vector[0], norm = 1.0, 1.0
-        return Embedding(tuple(x / norm for x in vector))
+        return Embedding.trusted((vector / norm).tolist())
 
-    def _add(self, vector: list[float], feature: str, weight: float) -> None:
+
+@functools.lru_cache(maxsize=1 << 16)
+def _features(word: str, dimension: int) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]:
+    """The signed buckets of a word: the word itself (weight 1) and its character trigrams,
+    with < and > marking its ends (weight 0.5 each). Words repeat, so they are hashed once."""
+    padded = f"<{word}>"
+    features = [("w:" + word, 1.0)]
+    features += [("t:" + padded[i : i + 3], 0.5) for i in range(len(padded) - 2)]
+    buckets = np.empty(len(features), dtype=np.intp)
+    signs = np.empty(len(features), dtype=np.float64)
+    for n, (feature, weight) in enumerate(features):
         digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
         number = int.from_bytes(digest, "little")
-        vector[number % self._dimension] += weight if (number >> 63) & 1 else -weight
+        buckets[n] = number % dimension
+        signs[n] = weight if (number >> 63) & 1 else -weight
+    return buckets, signs
