@@ -242,3 +242,23 @@ def test_full_text_follows_additions_replacements_and_removals(store: Any) -> No
     assert store.search_text("plums")[0].embedded == TextSegment("purple plums")
     store.remove("p")
     assert [m.embedding_id for m in store.search_text("fruit pears plums", max_results=5)] == ["a"]
+
+
+def test_rows_added_one_at_a_time_and_removed_are_all_searched(store: Any) -> None:
+    points = [vec(1, (n % 17) / 4, (n % 5) / 3) for n in range(150)]
+    for n, point in enumerate(points):
+        store.add(point, TextSegment(f"p{n}"), id=f"p{n}")
+        if n % 40 == 39:  # a removal between additions
+            store.remove(f"p{n - 20}")
+    kept = [n for n in range(150) if n not in (19, 59, 99)]
+    assert store.count() == len(kept)
+    query = vec(1, 2, 0.5)
+    found = store.search(EmbeddingSearchRequest(query_embedding=query, max_results=150)).matches
+    assert sorted(m.embedding_id for m in found) == sorted(f"p{n}" for n in kept)
+    for match in found:
+        n = int(match.embedding_id[1:])
+        assert match.embedding is not None
+        assert match.embedding.vector == pytest.approx(points[n].vector)
+        assert match.score == pytest.approx(
+            relevance_score(cosine_similarity(query, points[n])), abs=1e-6
+        )

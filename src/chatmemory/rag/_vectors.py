@@ -65,8 +65,11 @@ class VectorIndex:
         self.dimension = dimension
         self.ids: list[str] = []
         self.segments: list[TextSegment | None] = []
-        self._raw: Matrix = np.zeros((0, dimension or 0), dtype=np.float32)
-        self._unit: Matrix = self._raw
+        self._raw_rows: Matrix = np.zeros((0, dimension or 0), dtype=np.float32)
+        self._unit_rows: Matrix = np.zeros((0, dimension or 0), dtype=np.float32)
+        """Row buffers with room to grow; `_raw` and `_unit` are views of their filled rows."""
+        self._raw: Matrix = self._raw_rows
+        self._unit: Matrix = self._unit_rows
         self._position: dict[str, int] = {}
         self._bm25: Bm25 | None = None  # built on the first full-text search after a change
         self._masks: dict[str, npt.NDArray[np.bool_]] = {}
@@ -92,7 +95,8 @@ class VectorIndex:
             return
         if self.dimension is None:
             self.dimension = int(vectors.shape[1])
-            self._raw = self._unit = np.zeros((0, self.dimension), dtype=np.float32)
+            self._raw_rows = np.zeros((0, self.dimension), dtype=np.float32)
+            self._unit_rows = np.zeros((0, self.dimension), dtype=np.float32)
         replaced = [i for i in ids if i in self._position]
         if replaced or len(set(ids)) != len(ids):
             last = {row_id: n for n, row_id in enumerate(ids)}  # the last of repeated ids wins
@@ -107,20 +111,37 @@ class VectorIndex:
         self.ids.extend(ids)
         self.segments.extend(segments)
         self._position.update((row_id, start + n) for n, row_id in enumerate(ids))
-        self._raw = np.concatenate([self._raw, vectors.astype(np.float32, copy=False)])
-        self._unit = np.concatenate([self._unit, _unit(vectors)])
+        self._grow(start + len(ids))
+        self._raw_rows[start : start + len(ids)] = vectors
+        self._unit_rows[start : start + len(ids)] = _unit(vectors)
+        self._raw = self._raw_rows[: len(self.ids)]
+        self._unit = self._unit_rows[: len(self.ids)]
+
+    def _grow(self, needed: int) -> None:
+        """Room for `needed` rows: capacity doubles, so adding one row at a time costs
+        amortised O(1) copies instead of the whole matrix each time."""
+        if needed <= len(self._raw_rows):
+            return
+        capacity = max(needed, 2 * len(self._raw_rows), 64)
+        for name in ("_raw_rows", "_unit_rows"):
+            old = getattr(self, name)
+            grown = np.empty((capacity, self.dimension or 0), dtype=np.float32)
+            grown[: len(old)] = old
+            setattr(self, name, grown)
 
     def remove(self, ids: Sequence[str]) -> int:
         gone = {self._position[i] for i in ids if i in self._position}
         if not gone:
             return 0
-        keep = [n for n in range(len(self.ids)) if n not in gone]
+        kept = np.ones(len(self.ids), dtype=np.bool_)
+        kept[list(gone)] = False
+        keep = np.flatnonzero(kept).tolist()
         self._masks.clear()
         self._bm25 = None
         self.ids = [self.ids[n] for n in keep]
         self.segments = [self.segments[n] for n in keep]
-        self._raw = self._raw[keep]
-        self._unit = self._unit[keep]
+        self._raw = self._raw_rows = self._raw[keep]
+        self._unit = self._unit_rows = self._unit[keep]
         self._position = {row_id: n for n, row_id in enumerate(self.ids)}
         return len(gone)
 
