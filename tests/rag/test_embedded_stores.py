@@ -168,6 +168,9 @@ def test_sqlite_on_a_connection_you_keep(tmp_path: Path) -> None:
     seen = twin.search(EmbeddingSearchRequest(query_embedding=Embedding((1.0, 0.0)))).matches
     assert [m.embedding_id for m in seen] == ["c"]  # the twin's cache followed
     connection.commit()
+    twin.add(Embedding((0.5, 0.5)), TextSegment("jam"), id="j")  # no transaction open: one of
+    assert not connection.in_transaction  # its own, committed
+    twin.remove("j")
     store.close()  # yours stays open
     assert connection.execute("SELECT count(*) FROM notes").fetchone()[0] == 1
     with SqliteEmbeddingStore(path, table="facts") as reopened:

@@ -262,3 +262,9 @@ def test_rows_added_one_at_a_time_and_removed_are_all_searched(store: Any) -> No
         assert match.score == pytest.approx(
             relevance_score(cosine_similarity(query, points[n])), abs=1e-6
         )
+
+
+def test_an_empty_id_is_refused(store: Any) -> None:
+    with pytest.raises(ConfigurationError, match="non-empty str"):
+        store.add(vec(1), TextSegment("a"), id="")
+    assert store.count() == 0

@@ -160,7 +160,7 @@ class SqliteEmbeddingStore:
         self, embedding: Embedding, segment: TextSegment | None = None, *, id: str | None = None
     ) -> str:
         return self.add_all(
-            [embedding], None if segment is None else [segment], ids=[id] if id else None
+            [embedding], None if segment is None else [segment], ids=None if id is None else [id]
         )[0]
 
     def add_all(
