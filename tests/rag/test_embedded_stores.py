@@ -160,7 +160,7 @@ def test_sqlite_on_a_connection_you_keep(tmp_path: Path) -> None:
     twin = SqliteEmbeddingStore(connection, table="facts")  # a second object on the same one
     assert store.path == twin.path == str(path)
     store.add(Embedding((1.0, 0.0)), TextSegment("tea"), id="t")
-    assert connection.in_transaction  # a savepoint inside your transaction: you commit it
+    assert bool(connection.in_transaction)  # a savepoint inside your transaction: you commit it
     assert [m.embedding_id for m in twin.search_text("tea")] == ["t"]
     twin.search(EmbeddingSearchRequest(query_embedding=Embedding((1.0, 0.0))))  # cache filled
     store.add(Embedding((0.0, 1.0)), TextSegment("cake"), id="c")
@@ -169,7 +169,7 @@ def test_sqlite_on_a_connection_you_keep(tmp_path: Path) -> None:
     assert [m.embedding_id for m in seen] == ["c"]  # the twin's cache followed
     connection.commit()
     twin.add(Embedding((0.5, 0.5)), TextSegment("jam"), id="j")  # no transaction open: one of
-    assert not connection.in_transaction  # its own, committed
+    assert not bool(connection.in_transaction)  # its own, committed
     twin.remove("j")
     store.close()  # yours stays open
     assert connection.execute("SELECT count(*) FROM notes").fetchone()[0] == 1
