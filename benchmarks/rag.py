@@ -4,7 +4,8 @@ cost per call. (pgvector has its own part, `pgvector`.)
 
 Per store size: search latency p50 / p95 (top 10, no filter, and a metadata filter that keeps
 half the rows) and recall@10 against exact brute force (numpy over the same vectors in one
-matrix: the floor beside our latency). Then `DefaultRetrievalAugmentor.augment` around an
+matrix: the floor beside our latency). Full text (BM25, as full-text and hybrid retrieval call
+it) on both stores at the largest size. Then `DefaultRetrievalAugmentor.augment` around an
 embedding-store retriever, next to the retriever called alone.
 """
 
@@ -83,6 +84,40 @@ def _measure(name: str, store: Any, vectors: Any, filtered: bool) -> list[object
     ]
 
 
+def _full_text(store: Any, size: int) -> list[list[object]]:
+    """BM25 (`search_text`, what full-text and hybrid retrieval call) over `size` segments of
+    12 words drawn from a 2,000-word vocabulary (Zipf-like, as text is), 3-word queries."""
+    rng = np.random.default_rng(7)
+    vocabulary = np.array([f"w{n}" for n in range(2_000)])
+    weights = 1.0 / np.arange(1, 2_001)
+    weights /= weights.sum()
+    texts = [" ".join(rng.choice(vocabulary, 12, p=weights)) for _ in range(size)]
+    vectors = unit_vectors(size, seed=3)
+    store.add_all(
+        [Embedding(tuple(v.tolist())) for v in vectors],
+        [TextSegment(t, {"half": n % 2}) for n, t in enumerate(texts)],
+    )
+    queries = [" ".join(rng.choice(vocabulary[:500], 3)) for _ in range(QUERIES)]
+    rows: list[list[object]] = []
+    for condition in (None, key("half").eq(0)):
+        store.search_text(queries[0], max_results=TOP, filter=condition)  # builds what it keeps
+        samples = []
+        for query in queries:
+            start = time.perf_counter()
+            store.search_text(query, max_results=TOP, filter=condition)
+            samples.append(time.perf_counter() - start)
+        rows.append(
+            [
+                type(store).__name__.removesuffix("EmbeddingStore"),
+                f"{size:,}",
+                "half the rows" if condition else "none",
+                f"{statistics.median(samples) * 1e3:,.2f} ms",
+                f"{percentile(samples, 0.95) * 1e3:,.2f} ms",
+            ]
+        )
+    return rows
+
+
 def _augmentor_overhead() -> list[list[object]]:
     model = HashingEmbeddingModel()
     store = InMemoryEmbeddingStore()
@@ -138,6 +173,17 @@ def run(quick: bool = False) -> Iterator[str]:
     )
     yield table(
         "Embedded stores: loading (add_all, batches of 5,000)", ["store", "vectors", "rate"], loads
+    )
+    words: list[list[object]] = []
+    with tempfile.TemporaryDirectory() as directory:
+        size = sizes[-1]
+        words += _full_text(InMemoryEmbeddingStore(), size)
+        with SqliteEmbeddingStore(Path(directory) / "words.db") as sqlite:
+            words += _full_text(sqlite, size)
+    yield table(
+        f"Embedded stores: full text (BM25, top {TOP}, 3-word queries over 12-word segments)",
+        ["store", "segments", "filter", "p50", "p95"],
+        words,
     )
     yield table(
         "Retrieval augmentor overhead (in-memory store, 2,000 segments, hashing model)",
