@@ -268,3 +268,20 @@ def test_an_empty_id_is_refused(store: Any) -> None:
     with pytest.raises(ConfigurationError, match="non-empty str"):
         store.add(vec(1), TextSegment("a"), id="")
     assert store.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "options", "complaint"),
+    [
+        (None, {}, "takes a str"),
+        ("tea", {"max_results": 0}, "max_results"),
+        ("tea", {"max_results": -1}, "max_results"),
+        ("tea", {"filter": "user = ann"}, "must be a Filter"),
+    ],
+)
+def test_full_text_refuses_bad_arguments_alike(
+    store: Any, text: Any, options: dict[str, Any], complaint: str
+) -> None:
+    store.add(vec(1), TextSegment("tea"))
+    with pytest.raises(ConfigurationError, match=complaint):
+        store.search_text(text, **options)

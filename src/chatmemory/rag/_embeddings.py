@@ -166,6 +166,16 @@ class EmbeddingStore(Protocol):
         ...
 
 
+def check_text_search(text: object, max_results: object, filter: object) -> None:
+    """The arguments of `FullTextSearch.search_text` every store checks alike."""
+    if not isinstance(text, str):
+        raise ConfigurationError(f"search_text takes a str, got {text!r}")
+    if isinstance(max_results, bool) or not isinstance(max_results, int) or max_results < 1:
+        raise ConfigurationError(f"`max_results` must be an int >= 1, got {max_results!r}")
+    if filter is not None and not isinstance(filter, Filter):
+        raise ConfigurationError(f"`filter` must be a Filter, got {filter!r}")
+
+
 @runtime_checkable
 class FullTextSearch(Protocol):
     """A store that also finds segments by their words (BM25 or the like), for hybrid retrieval.

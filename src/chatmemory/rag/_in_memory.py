@@ -14,7 +14,13 @@ import numpy as np
 
 from .._errors import ConfigurationError
 from .._frozen import thaw
-from ._embeddings import Embedding, EmbeddingMatch, EmbeddingSearchRequest, EmbeddingSearchResult
+from ._embeddings import (
+    Embedding,
+    EmbeddingMatch,
+    EmbeddingSearchRequest,
+    EmbeddingSearchResult,
+    check_text_search,
+)
 from ._filters import Filter
 from ._values import TextSegment
 from ._vectors import VectorIndex, check_embeddings
@@ -81,6 +87,7 @@ class InMemoryEmbeddingStore:
     def search_text(
         self, text: str, *, max_results: int = 3, filter: Filter | None = None
     ) -> list[EmbeddingMatch]:
+        check_text_search(text, max_results, filter)
         with self._lock:
             return self._index.search_text(text, max_results, filter)
 

@@ -21,7 +21,13 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, StoreError
-from ._embeddings import Embedding, EmbeddingMatch, EmbeddingSearchRequest, EmbeddingSearchResult
+from ._embeddings import (
+    Embedding,
+    EmbeddingMatch,
+    EmbeddingSearchRequest,
+    EmbeddingSearchResult,
+    check_text_search,
+)
 from ._filters import Filter
 from ._values import TextSegment
 
@@ -232,8 +238,7 @@ class PgVectorEmbeddingStore:
     ) -> list[EmbeddingMatch]:
         """The segments whose words best match `text` (any of its words; ranked by
         `ts_rank_cd`), best first."""
-        if not isinstance(text, str):
-            raise ConfigurationError(f"search_text takes a str, got {text!r}")
+        check_text_search(text, max_results, filter)
         statement, params = self._sql.full_text(filter)
         with self._errors("search the text"), self._pool.connection() as conn:
             rows = conn.execute(statement, [text, *params, max_results]).fetchall()

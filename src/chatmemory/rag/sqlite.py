@@ -24,7 +24,13 @@ import numpy as np
 
 from .._errors import ConfigurationError, StoreError
 from .._frozen import thaw
-from ._embeddings import Embedding, EmbeddingMatch, EmbeddingSearchRequest, EmbeddingSearchResult
+from ._embeddings import (
+    Embedding,
+    EmbeddingMatch,
+    EmbeddingSearchRequest,
+    EmbeddingSearchResult,
+    check_text_search,
+)
 from ._filters import Filter
 from ._values import TextSegment
 from ._vectors import VectorIndex, check_embeddings, words
@@ -208,6 +214,7 @@ class SqliteEmbeddingStore:
     def search_text(
         self, text: str, *, max_results: int = 3, filter: Filter | None = None
     ) -> list[EmbeddingMatch]:
+        check_text_search(text, max_results, filter)
         terms = words(text)
         if not terms:
             return []
