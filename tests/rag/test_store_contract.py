@@ -226,8 +226,12 @@ def test_bad_input_says_what_to_do(store: Any) -> None:
         store.add_all([vec(1)], [TextSegment("a"), TextSegment("b")])
     with pytest.raises(ConfigurationError):
         store.search("not a request")
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(ConfigurationError, match="not both"):
         store.remove_all(["a"], filter=key("k").eq(1))
+    with pytest.raises(ConfigurationError, match="use remove"):
+        store.remove_all("a")
+    with pytest.raises(ConfigurationError, match="must be a Filter"):
+        store.remove_all(filter="k = 1")
     store.add(vec(1), TextSegment("kept"))
     assert store.count() == 1
 

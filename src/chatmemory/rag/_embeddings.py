@@ -166,6 +166,18 @@ class EmbeddingStore(Protocol):
         ...
 
 
+def check_removal(ids: object, filter: object) -> None:
+    """The arguments of `EmbeddingStore.remove_all` every store checks alike."""
+    if ids is not None and filter is not None:
+        raise ConfigurationError("remove_all() takes ids or a filter, not both")
+    if isinstance(ids, str):
+        raise ConfigurationError(
+            f"remove_all() takes a list of ids, got the str {ids!r}; use remove(id) for one"
+        )
+    if filter is not None and not isinstance(filter, Filter):
+        raise ConfigurationError(f"`filter` must be a Filter, got {filter!r}")
+
+
 def check_text_search(text: object, max_results: object, filter: object) -> None:
     """The arguments of `FullTextSearch.search_text` every store checks alike."""
     if not isinstance(text, str):

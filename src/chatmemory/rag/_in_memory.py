@@ -19,6 +19,7 @@ from ._embeddings import (
     EmbeddingMatch,
     EmbeddingSearchRequest,
     EmbeddingSearchResult,
+    check_removal,
     check_text_search,
 )
 from ._filters import Filter
@@ -95,10 +96,7 @@ class InMemoryEmbeddingStore:
         self.remove_all([id])
 
     def remove_all(self, ids: Sequence[str] | None = None, *, filter: Filter | None = None) -> None:
-        if ids is not None and filter is not None:
-            raise ConfigurationError("remove_all() takes ids or a filter, not both")
-        if isinstance(ids, str):
-            raise ConfigurationError("remove_all() takes a list of ids; use remove(id) for one")
+        check_removal(ids, filter)
         with self._lock:
             if ids is None:
                 self._index.remove(self._index.matching(filter))

@@ -26,6 +26,7 @@ from ._embeddings import (
     EmbeddingMatch,
     EmbeddingSearchRequest,
     EmbeddingSearchResult,
+    check_removal,
     check_text_search,
 )
 from ._filters import Filter
@@ -202,11 +203,8 @@ class PgVectorEmbeddingStore:
 
     def remove_all(self, ids: Sequence[str] | None = None, *, filter: Filter | None = None) -> None:
         """Remove these ids, or what matches `filter`, or (neither given) everything."""
-        if ids is not None and filter is not None:
-            raise ConfigurationError("remove_all takes ids or a filter, not both")
+        check_removal(ids, filter)
         if ids is not None:
-            if isinstance(ids, str):
-                raise ConfigurationError(f"remove_all takes a list of ids, got the str {ids!r}")
             statement, params = self._sql.delete_ids, [list(ids)]
         else:
             statement, params = self._sql.delete_where(filter)

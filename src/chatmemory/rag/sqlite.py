@@ -29,6 +29,7 @@ from ._embeddings import (
     EmbeddingMatch,
     EmbeddingSearchRequest,
     EmbeddingSearchResult,
+    check_removal,
     check_text_search,
 )
 from ._filters import Filter
@@ -241,10 +242,7 @@ class SqliteEmbeddingStore:
         self.remove_all([id])
 
     def remove_all(self, ids: Sequence[str] | None = None, *, filter: Filter | None = None) -> None:
-        if ids is not None and filter is not None:
-            raise ConfigurationError("remove_all() takes ids or a filter, not both")
-        if isinstance(ids, str):
-            raise ConfigurationError("remove_all() takes a list of ids; use remove(id) for one")
+        check_removal(ids, filter)
         with self._lock, self._errors("remove embeddings"):
             self._refresh()
             with self._writing():
