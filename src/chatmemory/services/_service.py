@@ -33,6 +33,7 @@ from ..models import (
 )
 from ..rag import ContentRetriever, DefaultRetrievalAugmentor, RetrievalAugmentor
 from ..tools import AsyncToolProvider, Tool, ToolContext, ToolProvider
+from ..tools._collect import collect_tools
 from ..working import WorkingMemory
 from ._declaration import (
     CONTENT_TYPES,
@@ -738,24 +739,6 @@ def _with_working_memory(tools: list[Tool], memory: WorkingMemory[Any] | None) -
     if not isinstance(memory, WorkingMemory):
         raise ConfigurationError(f"`working_memory` must be a WorkingMemory, got {memory!r}")
     return collect_tools([*tools, memory.tool()])
-
-
-def collect_tools(items: Iterable[object]) -> list[Tool]:
-    """The service's tools: `Tool`s, each name once (placeholder until `chatmemory.tools`
-    collects `@tool` functions and objects)."""
-    if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
-        raise ConfigurationError(f"`tools` is a list of tools, got {items!r}")
-    found: list[Tool] = []
-    names: set[str] = set()
-    for item in items:
-        if not isinstance(item, Tool):
-            raise ConfigurationError(f"{item!r} is not a tool")
-        name = item.specification.name
-        if name in names:
-            raise ConfigurationError(f"Tool names must be unique: {name!r} appears several times")
-        names.add(name)
-        found.append(item)
-    return found
 
 
 def _providers(
