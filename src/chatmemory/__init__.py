@@ -33,6 +33,7 @@ from ._errors import (
     StoreError,
     ToolLoopError,
 )
+from ._memory.summarizing import AsyncSummarizingChatMemory, SummarizingChatMemory
 from ._memory.window import (
     AsyncChatMemory,
     AsyncMessageWindowChatMemory,
@@ -117,6 +118,7 @@ __all__ = [
     "AsyncRedisChatMemoryStore",
     "AsyncSqliteChatMemoryStore",
     "AsyncStreamingChatModel",
+    "AsyncSummarizingChatMemory",
     "AsyncTokenStream",
     "AsyncTokenWindowChatMemory",
     "AudioContent",
@@ -155,6 +157,7 @@ __all__ = [
     "SqliteChatMemoryStore",
     "StoreError",
     "StreamingChatModel",
+    "SummarizingChatMemory",
     "SystemMessage",
     "TextContent",
     "TokenCountEstimator",
