@@ -271,6 +271,9 @@ class SummarizingChatMemory:
     def clear(self) -> None:
         self._inner.clear()
 
+    def fits(self, messages: Sequence[ChatMessage]) -> bool:
+        return self._inner.fits(messages)
+
     def summary(self) -> str | None:
         """The running summary's text, None before the first fold."""
         found = next((m for m in self._inner.messages() if is_summary(m)), None)
@@ -336,6 +339,9 @@ class AsyncSummarizingChatMemory:
 
     async def clear(self) -> None:
         await self._inner.clear()
+
+    def fits(self, messages: Sequence[ChatMessage]) -> bool:
+        return self._inner.fits(messages)
 
     async def summary(self) -> str | None:
         found = next((m for m in await self._inner.messages() if is_summary(m)), None)
