@@ -383,6 +383,16 @@ class SemanticRecall:
             parts.append(candidate)
         return _framed(parts) if parts else ""
 
+    def memory_ids_of(self, user_id: str) -> list[str]:
+        """The conversations indexed for `user_id` (from their index marks)."""
+        condition = key("kind").eq(KIND + "_mark") & key("user_id").eq(user_id)
+        request = EmbeddingSearchRequest(
+            query_embedding=self._probe(), max_results=10_000, filter=condition
+        )
+        matches = self.store.search(request).matches
+        found = [str(m.embedded.metadata["memory_id"]) for m in matches if m.embedded is not None]
+        return sorted(set(found))
+
     def forget(self, *, memory_id: str | None = None, user_id: str | None = None) -> None:
         """Remove the index entries of one conversation or of one user."""
         if (memory_id is None) == (user_id is None):
