@@ -121,7 +121,7 @@ def test_history_show_recall_shows_what_recall_would_bring_back(home: Path) -> N
     assert "messages 0–2" in out
     assert "My locker code is 4711." in out
     assert (
-        "nothing out of the window of ann matches 'Hiking'"
-        in run("history", "show", "ann", "--recall", "Hiking").output
+        "nothing out of the window of bob matches 'Hiking'"
+        in run("history", "show", "bob", "--recall", "Hiking").output
     )
     assert db.read_bytes() == before  # a read never writes
