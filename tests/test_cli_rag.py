@@ -97,6 +97,11 @@ def test_the_demo_answers_from_its_help_center_offline() -> None:
         assert "Ingested 4 articles with HashingEmbeddingModel(dimension=384)" in scene
         assert "  retrieved refunds.md: Refunds take five business days." in scene
         assert "assistant: From the help center: Refunds take five business days." in scene
+        recalled = out.split("recall · a fact from long ago")[1]
+        assert "the window holds 6 messages" in recalled
+        assert "recalled (score 0." in recalled
+        assert "My locker number is 217 and the code is 4711." in recalled
+        assert "assistant: Your locker code is 4711." in recalled
 
 
 def test_history_show_recall_shows_what_recall_would_bring_back(home: Path) -> None:
