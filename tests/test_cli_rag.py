@@ -97,3 +97,36 @@ def test_the_demo_answers_from_its_help_center_offline() -> None:
         assert "Ingested 4 articles with HashingEmbeddingModel(dimension=384)" in scene
         assert "  retrieved refunds.md: Refunds take five business days." in scene
         assert "assistant: From the help center: Refunds take five business days." in scene
+        recalled = out.split("recall · a fact from long ago")[1]
+        assert "the window holds 6 messages" in recalled
+        assert "recalled (score 0." in recalled
+        assert "My locker number is 217 and the code is 4711." in recalled
+        assert "assistant: Your locker code is 4711." in recalled
+
+
+def test_history_show_recall_shows_what_recall_would_bring_back(home: Path) -> None:
+    from chatmemory import MessageWindowChatMemory, SqliteChatMemoryStore, UserMessage
+
+    db = home / "chatmemory.db"
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with SqliteChatMemoryStore(db) as store:
+        memory = MessageWindowChatMemory(id="ann", max_messages=3, store=store)
+        for text in [
+            "Hello",
+            "My locker code is 4711.",
+            "Weather?",
+            "Cloudy.",
+            "Weekend?",
+            "Hiking.",
+        ]:
+            memory.add(UserMessage(text))
+    before = db.read_bytes()
+    out = run("history", "show", "ann", "--recall", "locker code", "--top-k", "1").output
+    assert out.startswith("[1] score 0.")
+    assert "messages 0–2" in out
+    assert "My locker code is 4711." in out
+    assert (
+        "nothing out of the window of bob matches 'Hiking'"
+        in run("history", "show", "bob", "--recall", "Hiking").output
+    )
+    assert db.read_bytes() == before  # a read never writes

@@ -33,6 +33,7 @@ from ._errors import (
     StoreError,
     ToolLoopError,
 )
+from ._memory.summarizing import AsyncSummarizingChatMemory, SummarizingChatMemory
 from ._memory.window import (
     AsyncChatMemory,
     AsyncMessageWindowChatMemory,
@@ -76,6 +77,7 @@ from .services import (
     MemoryId,
     Result,
     TokenStream,
+    UserId,
     UserName,
     V,
     ai_service,
@@ -117,6 +119,7 @@ __all__ = [
     "AsyncRedisChatMemoryStore",
     "AsyncSqliteChatMemoryStore",
     "AsyncStreamingChatModel",
+    "AsyncSummarizingChatMemory",
     "AsyncTokenStream",
     "AsyncTokenWindowChatMemory",
     "AudioContent",
@@ -155,6 +158,7 @@ __all__ = [
     "SqliteChatMemoryStore",
     "StoreError",
     "StreamingChatModel",
+    "SummarizingChatMemory",
     "SystemMessage",
     "TextContent",
     "TokenCountEstimator",
@@ -167,6 +171,7 @@ __all__ = [
     "ToolExecutionResultMessage",
     "ToolLoopError",
     "ToolSpecification",
+    "UserId",
     "UserMessage",
     "UserName",
     "V",

@@ -30,6 +30,7 @@ from .._messages import (
 from .._tokens.openai import OpenAiTokenCountEstimator
 from .base import console, default_db, estimator_options, make_estimator
 from .demo_rag import play_rag_scene
+from .demo_recall import play_recall_scene
 from .render import Row, message_table, n_messages
 from .script import CONVERSATIONS, Conversation, run_tool
 from .stores import Store, db_option, open_sqlite
@@ -91,6 +92,7 @@ def demo(db: Path | None, max_tokens: int, model: str, encoding: str | None, tur
         for player in players:
             _show_history(out, player)
     play_rag_scene(out, path)
+    play_recall_scene(out, path)
     where = "" if db is None else f" --db {shlex.quote(click.format_filename(path))}"
     out.print(
         f"Continue these conversations: chatmemory demo{where}\n"

@@ -85,14 +85,33 @@ def list_(spec: StoreSpec) -> None:
     "--all", "show_all", is_flag=True, help="Show the whole history, not just the window."
 )
 @_skip_option
+@click.option(
+    "--recall",
+    "recall_query",
+    metavar="QUERY",
+    help="Show what semantic recall brings back for QUERY (the hashing model; nothing is written).",
+)
+@click.option("--top-k", type=click.IntRange(min=1), default=2, show_default=True)
 @click.pass_obj
 @_here
-def show(spec: StoreSpec, memory_id: str, show_all: bool, skip_unreadable: bool) -> None:
+def show(
+    spec: StoreSpec,
+    memory_id: str,
+    show_all: bool,
+    skip_unreadable: bool,
+    recall_query: str | None,
+    top_k: int,
+) -> None:
     """Show a conversation's window, or its whole history.
 
     The window of MEMORY_ID is what a memory sends the model; --all shows every message ever
-    added, with ● on those still in the window.
+    added, with ● on those still in the window. --recall QUERY shows the past messages out of
+    the window that semantic recall would bring back, with their scores.
     """
+    if recall_query is not None:
+        with spec.open("read") as store:
+            _show_recall(store, memory_id, recall_query, top_k)
+        return
     with spec.open("read") as store:
         entries = _entries(store, spec, memory_id, "skip")
         unreadable = _count(store, memory_id) - len(entries)
@@ -117,6 +136,23 @@ def show(spec: StoreSpec, memory_id: str, show_all: bool, skip_unreadable: bool)
         out.print(message_table(list(rows)))
     else:  # streamed: lines show as they are made, none waits for the widest one
         _echo_lines(message_lines(rows, out.width))
+
+
+def _show_recall(store: Any, memory_id: str, query: str, top_k: int) -> None:
+    from ..rag import HashingEmbeddingModel, InMemoryEmbeddingStore
+    from ..recall import SemanticRecall
+
+    recall = SemanticRecall(HashingEmbeddingModel(), InMemoryEmbeddingStore(), top_k=top_k)
+    recall.index(store, memory_id)  # into memory: a read never writes
+    found = recall.recall(store, memory_id, query)
+    if not found:
+        click.echo(f"nothing out of the window of {memory_id} matches {query!r}")
+        return
+    for rank, run in enumerate(found, 1):
+        click.echo(f"[{rank}] score {run.score:.3f}, messages {run.seqs[0]}–{run.seqs[-1]}")
+        _echo_lines(
+            message_lines(Row(m, seq) for seq, m in zip(run.seqs, run.messages, strict=True))
+        )
 
 
 def _echo_lines(lines: Iterable[str], batch: int = 512) -> None:

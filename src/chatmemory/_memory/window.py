@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol, runtime_checkable
 
 from .._contracts import AsyncChatMemoryStore, AsyncWindowStore, ChatMemoryStore, WindowStore
@@ -113,6 +113,12 @@ class _Shell:
     def store(self) -> StoreLike | AsyncStoreLike:
         """Where the messages live."""
         return self._store
+
+    def fits(self, messages: Sequence[ChatMessage]) -> bool:
+        """Whether `messages`, sent as one request, are within this memory's budget."""
+        budget = self._core.budget
+        used = budget.overhead + sum(budget.size(m) for m in messages)
+        return used <= budget.capacity(self._core.memory_id)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(id={self.id!r}, {self._limit_repr}, store={self._store!r})"

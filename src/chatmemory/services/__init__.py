@@ -18,7 +18,7 @@ assert assistant.chat("alice", "Hi", company="ACME") == "Hello!"
 ```
 """
 
-from ._markers import MemoryId, UserName, V, moderate, system_message, user_message
+from ._markers import MemoryId, UserId, UserName, V, moderate, system_message, user_message
 from ._memories import ChatMemoryProvider
 from ._results import (
     AsyncTokenStream,
@@ -45,6 +45,7 @@ __all__ = [
     "TokenStream",
     "ToolExecuted",
     "ToolExecution",
+    "UserId",
     "UserName",
     "V",
     "ai_service",

@@ -27,7 +27,7 @@ from .._messages import (
 )
 from .._prompts import _BUILT_INS, Clock, PromptTemplate
 from ..models import ChatParameters, ChatResponse
-from ._markers import MODERATE, SYSTEM, USER, MemoryId, TemplateSource, UserName, V
+from ._markers import MODERATE, SYSTEM, USER, MemoryId, TemplateSource, UserId, UserName, V
 from ._output import OutputSpec, output_spec
 from ._results import AsyncTokenStream, Result, TokenStream
 
@@ -55,6 +55,7 @@ class Returns(enum.Enum):
 
 class Role(enum.Enum):
     MEMORY_ID = "MemoryId"
+    USER_ID = "UserId"
     USER_NAME = "UserName"
     USER_MESSAGE = "UserMessage"
     VARIABLE = "variable"
@@ -104,6 +105,10 @@ class MethodPlan:
     @property
     def user_name_param(self) -> str | None:
         return self._param(Role.USER_NAME)
+
+    @property
+    def user_id_param(self) -> str | None:
+        return self._param(Role.USER_ID)
 
     @property
     def parameters_param(self) -> str | None:
@@ -271,7 +276,7 @@ def _read_params(
             extra = True
             continue
         params.append(_read_param(where, parameter.name, hints.get(parameter.name)))
-    for role in (Role.MEMORY_ID, Role.USER_NAME, Role.USER_MESSAGE, Role.PARAMETERS):
+    for role in (Role.MEMORY_ID, Role.USER_ID, Role.USER_NAME, Role.USER_MESSAGE, Role.PARAMETERS):
         marked = [p.name for p in params if p.role is role]
         if len(marked) > 1:
             raise ConfigurationError(
@@ -296,7 +301,11 @@ def _read_param(where: str, name: str, hint: object) -> Param:
         base, *markers = get_args(hint)
     roles: dict[object, Role] = {
         marker: role
-        for marker, role in ((MemoryId, Role.MEMORY_ID), (UserName, Role.USER_NAME))
+        for marker, role in (
+            (MemoryId, Role.MEMORY_ID),
+            (UserId, Role.USER_ID),
+            (UserName, Role.USER_NAME),
+        )
         if any(m is marker for m in markers)
     }
     if any(m is UserMessage for m in markers):

@@ -21,6 +21,7 @@ from .._prompts import Clock, PromptTemplate
 __all__ = [
     "MemoryId",
     "TemplateSource",
+    "UserId",
     "UserName",
     "V",
     "moderate",
@@ -39,6 +40,14 @@ class MemoryId:
 
     def __init__(self) -> None:  # pragma: no cover - a marker, never instantiated
         raise TypeError("MemoryId marks a parameter: write Annotated[str, MemoryId]")
+
+
+class UserId:
+    """Marks the parameter whose value says which user a call is for (Mastra's resource id):
+    semantic recall with ``scope="user"`` searches that user's conversations, and only theirs."""
+
+    def __init__(self) -> None:  # pragma: no cover - a marker, never instantiated
+        raise TypeError("UserId marks a parameter: write Annotated[str, UserId]")
 
 
 class UserName:

@@ -35,8 +35,8 @@ from pydantic.errors import PydanticUserError
 from typing_extensions import is_typeddict
 
 from .._errors import ConfigurationError, OutputParsingError, shorten
+from .._json_schema import response_schema
 from ..models import ResponseFormat
-from ._output_schema import response_schema
 from ._output_text import bare, json_candidates, line_items
 
 __all__ = ["OutputSpec", "output_spec"]

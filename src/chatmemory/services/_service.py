@@ -32,7 +32,9 @@ from ..models import (
     ToolSpecification,
 )
 from ..rag import ContentRetriever, DefaultRetrievalAugmentor, RetrievalAugmentor
+from ..recall import SemanticRecall
 from ..tools import AsyncToolProvider, Tool, ToolContext, ToolProvider
+from ..tools._collect import collect_tools
 from ..working import WorkingMemory
 from ._declaration import (
     CONTENT_TYPES,
@@ -43,6 +45,7 @@ from ._declaration import (
     read_declaration,
 )
 from ._memories import AnyMemory, ChatMemoryProvider, Memories, is_async_memory
+from ._recalling import RecallStep
 from ._results import AsyncTokenStream, Result, ServiceEvent, TokenStream, ToolExecution
 from ._titles import ConversationTitles
 from ._tooling import ArgumentsHandler, ErrorHandler, Toolbox, ToolOptions, UnknownToolHandler
@@ -112,6 +115,7 @@ def ai_service(
     answer_when_nothing_retrieved: str | Callable[[str], str] | None = None,
     working_memory: WorkingMemory[Any] | None = None,
     titles: ConversationTitles | None = None,
+    semantic_recall: SemanticRecall | None = None,
 ) -> S:
     """An object implementing the methods `cls` declares by calling the model.
 
@@ -153,9 +157,17 @@ def ai_service(
       sees at the end of the system message and changes through its built-in tool.
     * `titles` (`ConversationTitles`): after a call whose conversation has no title, one is
       made by a model, in the background unless the titles object says otherwise.
+    * `semantic_recall` (`chatmemory.recall.SemanticRecall`): past messages like the user's text
+      that left the window come back at the end of the system message of the turn's model calls
+      (never stored); the turn's messages are indexed once it is stored. With ``scope="user"``
+      a parameter marked ``Annotated[str, UserId]`` says whose conversations are searched.
     """
     if titles is not None and not isinstance(titles, ConversationTitles):
         raise ConfigurationError(f"`titles` must be ConversationTitles, got {titles!r}")
+    if semantic_recall is not None and not isinstance(semantic_recall, SemanticRecall):
+        raise ConfigurationError(
+            f"`semantic_recall` must be a SemanticRecall, got {semantic_recall!r}"
+        )
     if chat_model is None and streaming_chat_model is None:
         raise ConfigurationError(
             "ai_service() needs a model: pass chat_model=... (e.g. OpenAiChatModel(model=...)) "
@@ -231,6 +243,7 @@ def ai_service(
         retrieval=retrieval,
         working_memory=working_memory,
         titles=titles,
+        semantic_recall=semantic_recall,
     )
     return cast(S, runtime.build())
 
@@ -243,6 +256,7 @@ class _Call:
     system: SystemMessage | None
     user: UserMessage
     parameters: ChatParameters | None
+    user_id: str | None = None
 
 
 class _Runtime:
@@ -266,8 +280,10 @@ class _Runtime:
         retrieval: Retrieval | None,
         working_memory: WorkingMemory[Any] | None = None,
         titles: ConversationTitles | None = None,
+        semantic_recall: SemanticRecall | None = None,
     ) -> None:
         self.declaration = declaration
+        self.semantic_recall = semantic_recall
         self.augmentor = augmentor
         self.retrieval = retrieval
         self.working_memory = working_memory
@@ -425,7 +441,14 @@ class _Runtime:
         )
         system = self._system(plan, memory_id, values)
         user = self._user(plan, arguments, values)
-        return _Call(memory_id, system, user, self._parameters(plan, arguments))
+        user_id = arguments[plan.user_id_param] if plan.user_id_param is not None else None
+        return _Call(
+            memory_id,
+            system,
+            user,
+            self._parameters(plan, arguments),
+            None if user_id is None else str(user_id),
+        )
 
     def _parameters(self, plan: MethodPlan, arguments: dict[str, object]) -> ChatParameters | None:
         """The service's parameters, overridden field by field by a ChatParameters argument."""
@@ -535,6 +558,7 @@ class _Runtime:
             self._pool,
             self._tools(call.memory_id),
             self.augmentor,
+            self._recall(call),
         )
 
     def _async_port(self, call: _Call) -> AsyncPort:
@@ -554,7 +578,14 @@ class _Runtime:
             amoderate is not None,
             self._tools(call.memory_id),
             self.augmentor,
+            self._recall(call),
         )
+
+    def _recall(self, call: _Call) -> RecallStep | None:
+        if self.semantic_recall is None:
+            return None
+        query = " ".join(c.text for c in call.user.contents if isinstance(c, TextContent))
+        return RecallStep(self.semantic_recall, call.memory_id, call.user_id, query)
 
     def _title_input(self, call: _Call, outcome: Outcome) -> tuple[str, str] | None:
         if self.titles is None or not outcome.responses:
@@ -738,24 +769,6 @@ def _with_working_memory(tools: list[Tool], memory: WorkingMemory[Any] | None) -
     if not isinstance(memory, WorkingMemory):
         raise ConfigurationError(f"`working_memory` must be a WorkingMemory, got {memory!r}")
     return collect_tools([*tools, memory.tool()])
-
-
-def collect_tools(items: Iterable[object]) -> list[Tool]:
-    """The service's tools: `Tool`s, each name once (placeholder until `chatmemory.tools`
-    collects `@tool` functions and objects)."""
-    if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
-        raise ConfigurationError(f"`tools` is a list of tools, got {items!r}")
-    found: list[Tool] = []
-    names: set[str] = set()
-    for item in items:
-        if not isinstance(item, Tool):
-            raise ConfigurationError(f"{item!r} is not a tool")
-        name = item.specification.name
-        if name in names:
-            raise ConfigurationError(f"Tool names must be unique: {name!r} appears several times")
-        names.add(name)
-        found.append(item)
-    return found
 
 
 def _providers(

@@ -52,6 +52,7 @@ from ..rag import (
 from ..tools import Tool, ToolArgumentsError, ToolContext, ToolOutput
 from ._memories import AnyMemory
 from ._output import OutputSpec
+from ._recalling import RecallStep
 from ._results import Result, Retrieved, ServiceEvent, ToolExecuted, ToolExecution
 from ._tooling import (
     Attempt,
@@ -509,12 +510,14 @@ class SyncPort:
     executor: Callable[[], concurrent.futures.Executor] | None = None
     tools: TurnTools = field(default_factory=lambda: TurnTools(None, ToolOptions()))
     augmentor: RetrievalAugmentor | None = None
+    recall: RecallStep | None = None
     _moderation: concurrent.futures.Future[Moderation] | None = None
 
     def window(self, pending: list[ChatMessage]) -> list[ChatMessage]:
         if self.memory is None:
             return list(pending)
-        return _preview_sync(self.memory, pending)
+        window = _preview_sync(self.memory, pending)
+        return window if self.recall is None else self.recall.window(self.memory, window)
 
     def exchange_events(
         self, request: ChatRequest, *, forward: bool
@@ -597,6 +600,8 @@ class SyncPort:
     def commit(self, messages: list[ChatMessage]) -> None:
         if self.memory is not None:
             self.memory.add(messages)
+            if self.recall is not None:
+                self.recall.index(self.memory)
 
     def close(self) -> None:
         if self._moderation is not None:
@@ -627,6 +632,7 @@ class AsyncPort:
     moderator_is_async: bool = False
     tools: TurnTools = field(default_factory=lambda: TurnTools(None, ToolOptions()))
     augmentor: RetrievalAugmentor | None = None
+    recall: RecallStep | None = None
     _moderation: asyncio.Future[Moderation] | None = None
     _tasks: list[asyncio.Task[Attempt]] = field(default_factory=list)
 
@@ -634,8 +640,10 @@ class AsyncPort:
         if self.memory is None:
             return list(pending)
         if self.memory_is_async:
-            return await _preview_async(self.memory, pending)
-        return await asyncio.to_thread(_preview_sync, self.memory, pending)
+            window = await _preview_async(self.memory, pending)
+        else:
+            window = await asyncio.to_thread(_preview_sync, self.memory, pending)
+        return window if self.recall is None else await self.recall.awindow(self.memory, window)
 
     async def exchange_events(self, request: ChatRequest) -> AsyncIterator[ServiceEvent]:
         if self.chat is not None:
@@ -728,6 +736,8 @@ class AsyncPort:
             await self.memory.add(messages)  # type: ignore[misc]
         else:
             await asyncio.to_thread(self.memory.add, messages)
+        if self.recall is not None:
+            await self.recall.aindex(self.memory, self.memory_is_async)
 
     async def aclose(self) -> None:
         if self._moderation is not None and not self._moderation.done():

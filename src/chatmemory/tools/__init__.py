@@ -1,5 +1,5 @@
 """Tools a service offers the model: declared with `@tool`, written by hand, or provided per
-call (an MCP server's tools, for instance)."""
+call (an MCP server's tools: `chatmemory.tools.mcp`)."""
 
 from ._contracts import (
     AsyncToolProvider,
@@ -11,14 +11,20 @@ from ._contracts import (
     ToolOutput,
     ToolProvider,
 )
+from ._declare import FunctionTool, P, ToolMemoryId, tool, tool_from
 
 __all__ = [
     "AsyncToolProvider",
+    "FunctionTool",
+    "P",
     "ReturnBehavior",
     "Tool",
     "ToolArgumentsError",
     "ToolContext",
     "ToolExecutionError",
+    "ToolMemoryId",
     "ToolOutput",
     "ToolProvider",
+    "tool",
+    "tool_from",
 ]

@@ -1,5 +1,5 @@
-"""The JSON schema a structured answer follows, made fit for OpenAI's strict structured outputs
-when that loses nothing.
+"""JSON schemas pydantic generates, cleaned for a model: the schema a structured answer follows
+and the parameters of a tool, made fit for OpenAI's strict mode when that loses nothing.
 
 Strict mode wants an object at the root, ``additionalProperties: false`` and every property
 required on each object, no ``default``, typed array items, and a subset of the keywords. The
@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-__all__ = ["response_schema"]
+__all__ = ["lenient_schema", "response_schema", "strict_schema"]
 
 _INCOMPATIBLE = frozenset(
     {
@@ -50,6 +50,18 @@ def response_schema(schema: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     if strict.compatible:
         return rewritten, True
     return _Walk(strict=False).node(_inline_root(copy.deepcopy(schema))), False
+
+
+def lenient_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` without pydantic's noise (titles), meaning what it did (defaults kept)."""
+    return _Walk(strict=False).node(_inline_root(copy.deepcopy(schema)))  # type: ignore[no-any-return]
+
+
+def strict_schema(schema: dict[str, Any]) -> dict[str, Any] | None:
+    """`schema` rewritten for strict mode, or None when strict mode cannot express it."""
+    walk = _Walk(strict=True)
+    rewritten = walk.node(_inline_root(copy.deepcopy(schema)))
+    return rewritten if walk.compatible else None
 
 
 def _inline_root(schema: dict[str, Any]) -> dict[str, Any]:

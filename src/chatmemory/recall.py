@@ -1,0 +1,455 @@
+"""Semantic recall: the messages of the history most like what the user just said, brought back
+beside the window (Mastra's `semanticRecall`, without its cross-user leaks).
+
+```python
+recall = SemanticRecall(HashingEmbeddingModel(), SqliteEmbeddingStore("chat.db"), top_k=2)
+recall.index(store, "ann")                    # embed what is new in ann's history
+found = recall.recall(store, "ann", "what was my locker code?")
+print(recall.block(found))                    # the text a model call gets
+```
+
+Every message with text is embedded (tool calls and results are not; long text is split into
+chunks), with its memory id, user id and sequence number as metadata. A recall embeds the query
+(cached), finds the `top_k` nearest messages that are no longer in the window, and returns each
+with `message_range` neighbours on either side, whole tool exchanges only, without repeats. With
+`scope="user"` it searches every conversation of the same user; the user id is a filter of the
+store query, so one user never sees another's messages.
+
+Indexing is idempotent (ids derive from the memory id, sequence number and chunk) and
+incremental (a mark per memory id records how far it went), so `index` after every turn costs
+the new messages, and after a crash or an import it catches up.
+
+In a service (`ai_service(..., semantic_recall=recall)`), what is recalled reaches the model as
+one delimited block at the end of the system message, for every model call of the turn, and is
+never stored: the system message is where context that is not the user's own words belongs (the
+user's text is sent verbatim), and providers read it before the conversation. The block is cut
+to `recall_budget` tokens, and the window gives up its oldest messages (whole tool groups) until
+the request fits the memory's own budget again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from ._contracts import HistoryEntry
+from ._errors import ConfigurationError
+from ._flow import Flow, arun, call, run
+from ._messages import AiMessage, ChatMessage, SystemMessage, UserMessage
+from ._policies.summary import is_summary
+from ._policies.tool_groups import atomic_units
+from ._tokens import OpenAiTokenCountEstimator, TokenCountEstimator
+from .rag import (
+    Embedding,
+    EmbeddingModel,
+    EmbeddingSearchRequest,
+    EmbeddingSearchResult,
+    EmbeddingStore,
+    Filter,
+    TextSegment,
+    WordSplitter,
+    key,
+)
+from .rag._documents import Document
+
+__all__ = ["RecalledMessages", "SemanticRecall"]
+
+_NAMESPACE = uuid.UUID("0c7f1b0e-5b7a-4e0c-9a53-9f1f0e4b2d61")
+KIND = "chatmemory_recall"
+
+
+class _History(Protocol):
+    def history(self, memory_id: str) -> list[HistoryEntry]: ...
+
+
+class _Io(Protocol):
+    """What the recall flows ask for: history rows, embeddings, the index."""
+
+    def history(self, memory_id: str) -> list[HistoryEntry]: ...
+
+    def embed(self, texts: list[str]) -> list[Embedding]: ...
+
+    def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult: ...
+
+    def add_all(
+        self, embeddings: list[Embedding], segments: list[TextSegment], ids: list[str]
+    ) -> None: ...
+
+
+class _SyncIo:
+    def __init__(self, history: Any, recall: SemanticRecall) -> None:
+        self._history, self._recall = history, recall
+
+    def history(self, memory_id: str) -> list[HistoryEntry]:
+        return self._history.history(memory_id)  # type: ignore[no-any-return]
+
+    def embed(self, texts: list[str]) -> list[Embedding]:
+        return self._recall.embedding_model.embed_all(texts)
+
+    def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult:
+        return self._recall.store.search(request)
+
+    def add_all(
+        self, embeddings: list[Embedding], segments: list[TextSegment], ids: list[str]
+    ) -> None:
+        self._recall.store.add_all(embeddings, segments, ids=ids)
+
+
+class _AsyncIo:
+    """History read the way the store reads it (awaited for an async store); the embedding model
+    and store on a worker thread (`aembed_all` when the model has it)."""
+
+    def __init__(self, history: Any, recall: SemanticRecall) -> None:
+        self._sync = _SyncIo(history, recall)
+        self._history, self._recall = history, recall
+
+    async def history(self, memory_id: str) -> list[HistoryEntry]:
+        if inspect.iscoroutinefunction(self._history.history):
+            return await self._history.history(memory_id)  # type: ignore[no-any-return]
+        return await asyncio.to_thread(self._sync.history, memory_id)
+
+    async def embed(self, texts: list[str]) -> list[Embedding]:
+        aembed = getattr(self._recall.embedding_model, "aembed_all", None)
+        if aembed is not None:
+            return await aembed(texts)  # type: ignore[no-any-return]
+        return await asyncio.to_thread(self._sync.embed, texts)
+
+    async def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult:
+        return await asyncio.to_thread(self._sync.search, request)
+
+    async def add_all(
+        self, embeddings: list[Embedding], segments: list[TextSegment], ids: list[str]
+    ) -> None:
+        await asyncio.to_thread(self._sync.add_all, embeddings, segments, ids)
+
+
+@dataclass(frozen=True, slots=True)
+class RecalledMessages:
+    """A run of past messages around one that matched: from `memory_id`, their sequence numbers
+    `seqs`, with the match's relevance `score`."""
+
+    memory_id: str
+    seqs: tuple[int, ...]
+    messages: tuple[ChatMessage, ...]
+    score: float
+
+
+def _text(message: ChatMessage) -> str | None:
+    """The text worth embedding: user and assistant words (no tool traffic, no summary)."""
+    if is_summary(message):
+        return None
+    if isinstance(message, UserMessage):
+        texts = [getattr(c, "text", "") for c in message.contents]
+        joined = " ".join(t for t in texts if t)
+        return joined or None
+    if isinstance(message, AiMessage) and not message.tool_execution_requests:
+        return message.text or None
+    return None
+
+
+class SemanticRecall:
+    """Finds past messages like the newest user text in the history of a conversation
+    (`scope="memory"`) or of every conversation of one user (`scope="user"`)."""
+
+    def __init__(
+        self,
+        embedding_model: EmbeddingModel,
+        embedding_store: EmbeddingStore,
+        *,
+        top_k: int = 2,
+        message_range: int = 2,
+        scope: Literal["memory", "user"] = "memory",
+        min_score: float = 0.0,
+        recall_budget: int = 500,
+        estimator: TokenCountEstimator | None = None,
+        chunk_size: int = 1_000,
+    ) -> None:
+        if not isinstance(embedding_model, EmbeddingModel):
+            raise ConfigurationError(
+                f"`embedding_model` must be an EmbeddingModel, got {embedding_model!r}"
+            )
+        if not isinstance(embedding_store, EmbeddingStore):
+            raise ConfigurationError(
+                f"`embedding_store` must be an EmbeddingStore, got {embedding_store!r}"
+            )
+        for name, value, low in (
+            ("top_k", top_k, 1),
+            ("message_range", message_range, 0),
+            ("recall_budget", recall_budget, 1),
+            ("chunk_size", chunk_size, 50),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConfigurationError(f"`{name}` must be an int >= {low}, got {value!r}")
+        if scope not in ("memory", "user"):
+            raise ConfigurationError(f"`scope` is 'memory' or 'user', got {scope!r}")
+        self.embedding_model = embedding_model
+        self.store = embedding_store
+        self.top_k = top_k
+        self.message_range = message_range
+        self.scope = scope
+        self.min_score = min_score
+        self.recall_budget = recall_budget
+        self.estimator = estimator or OpenAiTokenCountEstimator("gpt-4o")
+        self.splitter = WordSplitter(chunk_size)
+        self._marks: dict[str, int] = {}
+        self._queries: OrderedDict[str, Embedding] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return (
+            f"SemanticRecall(top_k={self.top_k}, message_range={self.message_range}, "
+            f"scope={self.scope!r})"
+        )
+
+    # -- indexing
+
+    def index(self, history: _History, memory_id: str, *, user_id: str | None = None) -> int:
+        """Embed the messages of `memory_id`'s history not indexed yet; how many were."""
+        return run(self._index(memory_id, user_id), _SyncIo(history, self))
+
+    async def aindex(self, history: Any, memory_id: str, *, user_id: str | None = None) -> int:
+        """`index` for asyncio (an async store's history is awaited)."""
+        return await arun(self._index(memory_id, user_id), _AsyncIo(history, self))
+
+    def _index(self, memory_id: str, user_id: str | None) -> Flow[int]:
+        entries = yield from call(_Io.history, memory_id)
+        upto = yield from self._mark(memory_id)
+        segments: list[TextSegment] = []
+        ids: list[str] = []
+        for entry in entries:
+            text = _text(entry.message) if entry.seq > upto else None
+            if text is None:
+                continue
+            base = {
+                "kind": KIND,
+                "memory_id": memory_id,
+                "user_id": user_id or "",
+                "seq": entry.seq,
+            }
+            for chunk in self.splitter.split(Document(text)):
+                index = chunk.metadata["index"]
+                segments.append(TextSegment(chunk.text, {**base, "chunk": index}))
+                ids.append(str(uuid.uuid5(_NAMESPACE, f"{memory_id}\0{entry.seq}\0{index}")))
+        for start in range(0, len(segments), 64):
+            batch = segments[start : start + 64]
+            vectors = yield from call(_Io.embed, [s.text for s in batch])
+            yield from call(_Io.add_all, vectors, batch, ids[start : start + 64])
+        if entries and entries[-1].seq > upto:
+            mark = TextSegment(
+                "",
+                {
+                    "kind": KIND + "_mark",
+                    "memory_id": memory_id,
+                    "user_id": user_id or "",
+                    "upto": entries[-1].seq,
+                },
+            )
+            yield from call(_Io.add_all, [self._probe()], [mark], [self._mark_id(memory_id)])
+            with self._lock:
+                self._marks[memory_id] = entries[-1].seq
+        return len({s.metadata["seq"] for s in segments})
+
+    def _probe(self) -> Embedding:
+        return Embedding((1.0,) + (0.0,) * (self.embedding_model.dimension - 1))
+
+    def _mark_id(self, memory_id: str) -> str:
+        return str(uuid.uuid5(_NAMESPACE, f"mark\0{memory_id}"))
+
+    def _mark(self, memory_id: str) -> Flow[int]:
+        """How far `memory_id` is indexed: kept per process, else read from its mark."""
+        with self._lock:
+            if memory_id in self._marks:
+                return self._marks[memory_id]
+        condition = key("kind").eq(KIND + "_mark") & key("memory_id").eq(memory_id)
+        request = EmbeddingSearchRequest(
+            query_embedding=self._probe(), max_results=1, filter=condition
+        )
+        found = (yield from call(_Io.search, request)).matches
+        upto = -1
+        if found and found[0].embedded is not None:
+            upto = int(found[0].embedded.metadata.get("upto", -1))
+        with self._lock:
+            self._marks[memory_id] = upto
+        return upto
+
+    # -- recalling
+
+    def _embed_query(self, text: str) -> Flow[Embedding]:
+        with self._lock:
+            found = self._queries.get(text)
+            if found is not None:
+                self._queries.move_to_end(text)
+                return found
+        [embedding] = yield from call(_Io.embed, [text])
+        with self._lock:
+            self._queries[text] = embedding
+            while len(self._queries) > 256:
+                self._queries.popitem(last=False)
+        return embedding
+
+    def _filter(self, memory_id: str, user_id: str | None) -> Filter:
+        kind = key("kind").eq(KIND)
+        if self.scope == "user":
+            if not user_id:
+                raise ConfigurationError(
+                    "SemanticRecall(scope='user') needs the user id: mark a service parameter "
+                    "Annotated[str, UserId], or pass user_id="
+                )
+            return kind & key("user_id").eq(user_id)
+        return kind & key("memory_id").eq(memory_id)
+
+    def recall(
+        self, history: _History, memory_id: str, query: str, *, user_id: str | None = None
+    ) -> list[RecalledMessages]:
+        """The past messages nearest `query` that are out of `memory_id`'s window, best first."""
+        return run(self._recall(memory_id, query, user_id), _SyncIo(history, self))
+
+    async def arecall(
+        self, history: Any, memory_id: str, query: str, *, user_id: str | None = None
+    ) -> list[RecalledMessages]:
+        """`recall` for asyncio."""
+        return await arun(self._recall(memory_id, query, user_id), _AsyncIo(history, self))
+
+    def _recall(
+        self, memory_id: str, query: str, user_id: str | None
+    ) -> Flow[list[RecalledMessages]]:
+        if not query.strip():
+            return []
+        condition = self._filter(memory_id, user_id)
+        request = EmbeddingSearchRequest(
+            query_embedding=(yield from self._embed_query(query)),
+            max_results=self.top_k * 4,
+            min_score=self.min_score,
+            filter=condition,
+        )
+        matches = (yield from call(_Io.search, request)).matches
+        histories: dict[str, list[HistoryEntry]] = {}
+        taken: set[tuple[str, int]] = set()
+        found: list[RecalledMessages] = []
+        for match in matches:
+            if len(found) == self.top_k or match.embedded is None:
+                break
+            meta = match.embedded.metadata
+            source, seq = str(meta["memory_id"]), int(meta["seq"])
+            if source not in histories:
+                histories[source] = yield from call(_Io.history, source)
+            around = self._around(histories[source], seq, taken, source)
+            if around is not None:
+                seqs = tuple(e.seq for e in around)
+                messages = tuple(e.message for e in around)
+                found.append(RecalledMessages(source, seqs, messages, match.score))
+        return found
+
+    def _around(
+        self, entries: list[HistoryEntry], seq: int, taken: set[tuple[str, int]], source: str
+    ) -> list[HistoryEntry] | None:
+        position = next((i for i, e in enumerate(entries) if e.seq == seq), None)
+        if position is None or entries[position].in_window:
+            return None
+        low = max(0, position - self.message_range)
+        high = min(len(entries), position + self.message_range + 1)
+        messages = [e.message for e in entries]
+        for unit in atomic_units(messages):  # whole tool exchanges only
+            if unit[0] < high and unit[-1] >= low and len(unit) > 1:
+                low, high = min(low, unit[0]), max(high, unit[-1] + 1)
+        run = [
+            e
+            for e in entries[low:high]
+            if not e.in_window and (source, e.seq) not in taken and not is_summary(e.message)
+        ]
+        if not run:
+            return None
+        taken.update((source, e.seq) for e in run)
+        return run
+
+    def block(self, recalled: Sequence[RecalledMessages], *, budget: int | None = None) -> str:
+        """The recalled messages as one delimited block of at most `budget` tokens
+        (`recall_budget` by default), the best matches first; "" when nothing fits."""
+        limit = self.recall_budget if budget is None else budget
+        parts: list[str] = []
+        for found in recalled:
+            lines = [f"[from conversation {found.memory_id}, message {found.seqs[0]}]"]
+            lines.extend(_line(m) for m in found.messages)
+            candidate = "\n".join(lines)
+            text = _framed([*parts, candidate])
+            if self.estimator.count_text(text) > limit:
+                continue
+            parts.append(candidate)
+        return _framed(parts) if parts else ""
+
+    def memory_ids_of(self, user_id: str) -> list[str]:
+        """The conversations indexed for `user_id` (from their index marks)."""
+        condition = key("kind").eq(KIND + "_mark") & key("user_id").eq(user_id)
+        request = EmbeddingSearchRequest(
+            query_embedding=self._probe(), max_results=10_000, filter=condition
+        )
+        matches = self.store.search(request).matches
+        found = [str(m.embedded.metadata["memory_id"]) for m in matches if m.embedded is not None]
+        return sorted(set(found))
+
+    def forget(self, *, memory_id: str | None = None, user_id: str | None = None) -> None:
+        """Remove the index entries of one conversation or of one user."""
+        if (memory_id is None) == (user_id is None):
+            raise ConfigurationError("forget() takes memory_id= or user_id=, one of them")
+        condition = (
+            key("memory_id").eq(memory_id)
+            if memory_id is not None
+            else key("user_id").eq(user_id or "")
+        )
+        self.store.remove_all(
+            filter=(key("kind").eq(KIND) | key("kind").eq(KIND + "_mark")) & condition
+        )
+        with self._lock:
+            self._marks.clear()
+
+
+def _line(message: ChatMessage) -> str:
+    role = (
+        "user"
+        if isinstance(message, UserMessage)
+        else "assistant"
+        if isinstance(message, AiMessage)
+        else "tool"
+    )
+    text = _text(message)
+    if text is None and isinstance(message, AiMessage):
+        text = ", ".join(f"called {r.name}({r.arguments})" for r in message.tool_execution_requests)
+    if text is None:
+        text = " ".join(getattr(c, "text", "") for c in getattr(message, "contents", ()))
+    return f"{role}: {text}"
+
+
+def _framed(parts: Sequence[str]) -> str:
+    return (
+        "<recalled>\nEarlier messages that may be relevant (recalled from the history, not part "
+        "of the current exchange):\n\n" + "\n\n".join(parts) + "\n</recalled>"
+    )
+
+
+def with_recall(
+    window: list[ChatMessage],
+    block: str,
+    *,
+    fits: Callable[[list[ChatMessage]], bool] | None = None,
+) -> list[ChatMessage]:
+    """`window` with `block` at the end of its system message (or as one), giving up its oldest
+    messages (whole tool groups, never the last) while `fits` says the request is too large."""
+    if not block:
+        return window
+    system = next((m for m in window if isinstance(m, SystemMessage)), None)
+    rest = [m for m in window if m is not system]
+    merged = SystemMessage(f"{system.text}\n\n{block}" if system is not None else block)
+    if fits is not None:
+        units = atomic_units(rest)
+        start = 0
+        while not fits([merged, *rest[start:]]) and len(units) > 1:
+            start = units.pop(0)[-1] + 1
+    else:
+        start = 0
+    return [merged, *rest[start:]]

@@ -1,0 +1,279 @@
+"""Semantic recall: past messages out of the window found by meaning (here: shared words, with
+the hashing model), brought back with their neighbours, whole tool exchanges, never another
+user's, indexed incrementally, and in a service call at the end of the system message only."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any, Protocol
+
+import pytest
+
+from chatmemory import (
+    AiMessage,
+    AsyncSqliteChatMemoryStore,
+    AsyncTokenWindowChatMemory,
+    ConfigurationError,
+    InMemoryChatMemoryStore,
+    MessageWindowChatMemory,
+    OpenAiTokenCountEstimator,
+    SqliteChatMemoryStore,
+    SystemMessage,
+    TokenWindowChatMemory,
+    ToolExecutionRequest,
+    ToolExecutionResultMessage,
+    UserMessage,
+)
+from chatmemory.models import ChatRequest
+from chatmemory.rag import HashingEmbeddingModel, InMemoryEmbeddingStore, SqliteEmbeddingStore
+from chatmemory.recall import SemanticRecall
+from chatmemory.services import MemoryId, UserId, ai_service, system_message
+from chatmemory.testing import ScriptedChatModel
+from tests.conftest import server_unavailable
+from tests.rag.pgvector_server import pgvector_dsn
+
+ESTIMATOR = OpenAiTokenCountEstimator("gpt-4o-mini")
+FILLER = [
+    UserMessage("Let us talk about the weather today."),
+    AiMessage("It is mild and cloudy."),
+    UserMessage("Any plans for the weekend?"),
+    AiMessage("Hiking, if it stays dry."),
+]
+
+
+def chat_with_a_fact(memory: Any, fact: str = "My locker code is 4711.") -> None:
+    memory.add(UserMessage("Hello there."))
+    memory.add(AiMessage("Hi! How can I help?"))
+    memory.add(UserMessage(fact))
+    memory.add(AiMessage("Noted, I will remember it."))
+    for _ in range(3):
+        for message in FILLER:
+            memory.add(message)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SqliteChatMemoryStore]:
+    with SqliteChatMemoryStore(tmp_path / "chat.db") as opened:
+        yield opened
+
+
+def test_an_evicted_fact_comes_back_with_its_neighbours(store: SqliteChatMemoryStore) -> None:
+    memory = MessageWindowChatMemory(id="ann", max_messages=4, store=store)
+    chat_with_a_fact(memory)
+    recall = SemanticRecall(HashingEmbeddingModel(), InMemoryEmbeddingStore(), message_range=1)
+    assert recall.index(store, "ann") == 16
+    assert recall.index(store, "ann") == 0  # incremental: nothing new
+    [found] = recall.recall(store, "ann", "what is my locker code?")[:1]
+    assert found.memory_id == "ann"
+    assert list(found.messages) == [
+        AiMessage("Hi! How can I help?"),
+        UserMessage("My locker code is 4711."),
+        AiMessage("Noted, I will remember it."),
+    ]
+    block = recall.block([found])
+    assert block.startswith("<recalled>\nEarlier messages that may be relevant")
+    assert (
+        "[from conversation ann, message 1]\nassistant: Hi! How can I help?\nuser: My locker code"
+        in block
+    )
+    assert block.endswith("</recalled>")
+
+
+def test_messages_in_the_window_are_not_recalled_and_repeats_are_merged(
+    store: SqliteChatMemoryStore,
+) -> None:
+    memory = MessageWindowChatMemory(id="ann", max_messages=100, store=store)
+    chat_with_a_fact(memory)
+    recall = SemanticRecall(HashingEmbeddingModel(), InMemoryEmbeddingStore())
+    recall.index(store, "ann")
+    assert recall.recall(store, "ann", "locker code") == []  # all still in the window
+    memory.set([UserMessage("fresh start")])  # everything else leaves the window
+    recall.index(store, "ann")
+    found = recall.recall(store, "ann", "weather weekend hiking plans")
+    seqs = [(run.memory_id, seq) for run in found for seq in run.seqs]
+    assert len(seqs) == len(set(seqs))
+    assert all(seq >= 0 for _, seq in seqs)
+    assert len(found) <= 2
+    assert recall.recall(store, "ann", "   ") == []
+
+
+def test_tool_exchanges_come_back_whole(store: SqliteChatMemoryStore) -> None:
+    memory = MessageWindowChatMemory(id="t", max_messages=2, store=store)
+    call = AiMessage(tool_execution_requests=[ToolExecutionRequest("1", "forecast", "{}")])
+    memory.add(UserMessage("Forecast for the regatta in Kiel?"))
+    memory.add(call)
+    memory.add(ToolExecutionResultMessage("1", "forecast", "windy"))
+    memory.add(AiMessage("Windy for the regatta."))
+    for message in FILLER * 2:
+        memory.add(message)  # type: ignore[arg-type]
+    recall = SemanticRecall(HashingEmbeddingModel(), InMemoryEmbeddingStore(), message_range=1)
+    recall.index(store, "t")
+    [found] = recall.recall(store, "t", "regatta in Kiel")[:1]
+    assert found.messages[:2] == (UserMessage("Forecast for the regatta in Kiel?"), call)
+    assert found.seqs[:3] == (0, 1, 2)  # the call's result came with it: the group is whole
+    assert ToolExecutionResultMessage("1", "forecast", "windy") in found.messages
+
+
+def test_the_index_mark_survives_a_restart(store: SqliteChatMemoryStore, tmp_path: Path) -> None:
+    memory = MessageWindowChatMemory(id="ann", max_messages=4, store=store)
+    chat_with_a_fact(memory)
+    vectors = SqliteEmbeddingStore(tmp_path / "chat.db")
+    assert SemanticRecall(HashingEmbeddingModel(), vectors).index(store, "ann") == 16
+    restarted = SemanticRecall(HashingEmbeddingModel(), vectors)
+    assert restarted.index(store, "ann") == 0
+    memory.add(UserMessage("One more thing."))
+    assert restarted.index(store, "ann") == 1
+    assert restarted.recall(store, "ann", "locker code")[0].score > 0.5
+
+
+def test_the_block_keeps_to_its_budget() -> None:
+    store = InMemoryChatMemoryStore()
+    memory = MessageWindowChatMemory(id="b", max_messages=2, store=store)
+    for i in range(10):
+        memory.add(UserMessage(f"The parcel number {i} is {'x' * 50}"))
+    recall = SemanticRecall(
+        HashingEmbeddingModel(), InMemoryEmbeddingStore(), top_k=5, recall_budget=80
+    )
+    recall.index(store, "b")
+    found = recall.recall(store, "b", "parcel number")
+    block = recall.block(found)
+    assert ESTIMATOR.count_text(block) <= 80
+    assert recall.block(found, budget=10) == ""
+
+
+@pytest.fixture(params=["memory", "sqlite", "pgvector"])
+def vectors(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    if request.param == "memory":
+        yield InMemoryEmbeddingStore()
+    elif request.param == "sqlite":
+        with SqliteEmbeddingStore(tmp_path / "v.db") as opened:
+            yield opened
+    else:
+        from chatmemory.rag.pgvector import PgVectorEmbeddingStore
+
+        try:
+            with (
+                pgvector_dsn() as dsn,
+                PgVectorEmbeddingStore(
+                    dsn, dimension=384, table=f"recall_{uuid.uuid4().hex[:10]}"
+                ) as opened,
+            ):
+                yield opened
+                opened.remove_all()
+        except RuntimeError as error:
+            server_unavailable("PostgreSQL with pgvector", str(error))
+
+
+def test_user_scope_searches_every_conversation_of_one_user_only(vectors: Any) -> None:
+    store = InMemoryChatMemoryStore()
+    recall = SemanticRecall(HashingEmbeddingModel(), vectors, scope="user", top_k=3)
+    for memory_id, user, fact in [
+        ("ann:1", "ann", "My locker code is 4711."),
+        ("ann:2", "ann", "My bike lock code is 1234."),
+        ("bob:1", "bob", "My locker code is 9999."),
+    ]:
+        memory = MessageWindowChatMemory(id=memory_id, max_messages=2, store=store)
+        chat_with_a_fact(memory, fact)
+        recall.index(store, memory_id, user_id=user)
+    found = recall.recall(store, "ann:3", "what is my locker code?", user_id="ann")
+    texts = " ".join(getattr(m, "text", "") or "" for run in found for m in run.messages)
+    assert "4711" in texts
+    assert "9999" not in texts
+    assert {run.memory_id for run in found} <= {"ann:1", "ann:2"}
+    recall.forget(user_id="ann")
+    assert recall.recall(store, "ann:3", "locker code", user_id="ann") == []
+    assert recall.recall(store, "bob:2", "locker code", user_id="bob")
+    with pytest.raises(ConfigurationError, match="needs the user id"):
+        recall.recall(store, "x", "locker code")
+
+
+class Assistant(Protocol):
+    @system_message("You are helpful.")
+    def chat(
+        self, user: Annotated[str, UserId], chat_id: Annotated[str, MemoryId], text: str
+    ) -> str: ...
+
+    @system_message("You are helpful.")
+    async def achat(
+        self, user: Annotated[str, UserId], chat_id: Annotated[str, MemoryId], text: str
+    ) -> str: ...
+
+
+def test_a_service_sees_recalled_messages_in_its_system_message_only(tmp_path: Path) -> None:
+    model = ScriptedChatModel(lambda request: "OK.")
+    with SqliteChatMemoryStore(tmp_path / "chat.db") as store:
+        recall = SemanticRecall(HashingEmbeddingModel(), SqliteEmbeddingStore(tmp_path / "chat.db"))
+        service = ai_service(
+            Assistant,
+            chat_model=model,
+            chat_memory_provider=lambda mid: TokenWindowChatMemory(
+                id=mid, max_tokens=100, estimator=ESTIMATOR, store=store
+            ),
+            semantic_recall=recall,
+        )
+        service.chat("ann", "ann:1", "My locker code is 4711.")
+        for text in ["Clouds?", "Rain?", "Snow?", "Wind?", "Fog?", "Hail?", "Sleet?", "Sun?"]:
+            service.chat("ann", "ann:1", text)
+        service.chat("ann", "ann:1", "What was my locker code?")
+        request: ChatRequest = model.requests[-1]
+        system = request.messages[0]
+        assert isinstance(system, SystemMessage)
+        assert system.text.startswith("You are helpful.\n\n<recalled>")
+        assert "user: My locker code is 4711." in system.text
+        assert UserMessage("My locker code is 4711.") not in request.messages  # evicted
+        # the window gave up its oldest messages so that the request, block included, fits
+        assert TokenWindowChatMemory(
+            id="ann:1", max_tokens=100, estimator=ESTIMATOR, store=store
+        ).fits(request.messages)
+        assert request.messages[-1] == UserMessage("What was my locker code?")
+        stored = [e.message for e in store.history("ann:1")]
+        assert all(
+            "<recalled>" not in getattr(m, "text", "")
+            for m in stored
+            if isinstance(m, SystemMessage)
+        )
+
+
+def test_the_async_path_recalls_from_an_async_store(tmp_path: Path) -> None:
+    model = ScriptedChatModel(lambda request: "OK.")
+
+    async def main() -> str:
+        async with AsyncSqliteChatMemoryStore(tmp_path / "chat.db") as store:
+            recall = SemanticRecall(HashingEmbeddingModel(), InMemoryEmbeddingStore())
+            service = ai_service(
+                Assistant,
+                chat_model=model,
+                chat_memory_provider=lambda mid: AsyncTokenWindowChatMemory(
+                    id=mid, max_tokens=100, estimator=ESTIMATOR, store=store
+                ),
+                semantic_recall=recall,
+            )
+            await service.achat("ann", "a", "My locker code is 4711.")
+            for text in ["Clouds?", "Rain?", "Snow?", "Wind?", "Fog?", "Hail?", "Sleet?", "Sun?"]:
+                await service.achat("ann", "a", text)
+            await service.achat("ann", "a", "What was my locker code?")
+            system = model.requests[-1].messages[0]
+            return getattr(system, "text", "")
+
+    assert "user: My locker code is 4711." in asyncio.run(main())
+
+
+def test_bad_settings_are_refused() -> None:
+    model, vectors = HashingEmbeddingModel(), InMemoryEmbeddingStore()
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"top_k": 0}, "`top_k` must be an int >= 1"),
+        ({"message_range": -1}, "`message_range` must be an int >= 0"),
+        ({"scope": "team"}, "`scope` is 'memory' or 'user'"),
+    ]
+    for options, message in cases:
+        with pytest.raises(ConfigurationError, match=message):
+            SemanticRecall(model, vectors, **options)
+    with pytest.raises(ConfigurationError, match="`embedding_store` must be"):
+        SemanticRecall(model, object())  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="`semantic_recall` must be a SemanticRecall"):
+        ai_service(Assistant, chat_model=ScriptedChatModel([]), semantic_recall=object())  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="forget\\(\\) takes memory_id= or user_id="):
+        SemanticRecall(model, vectors).forget()
