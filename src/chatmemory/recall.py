@@ -60,6 +60,9 @@ from .rag._documents import Document
 
 __all__ = ["RecalledMessages", "SemanticRecall"]
 
+_SAVE_EVERY = 64
+"""Messages indexed between two saves of a conversation's mark (rewriting it every turn would
+cost an embedding-store upsert per turn)."""
 _NAMESPACE = uuid.UUID("0c7f1b0e-5b7a-4e0c-9a53-9f1f0e4b2d61")
 KIND = "chatmemory_recall"
 
@@ -217,6 +220,7 @@ class SemanticRecall:
         self.estimator = estimator or OpenAiTokenCountEstimator("gpt-4o")
         self.splitter = WordSplitter(chunk_size)
         self._marks: dict[str, int] = {}
+        self._saved: dict[str, int] = {}
         self._histories: dict[str, list[tuple[int, ChatMessage]]] = {}
         self._queries: OrderedDict[str, Embedding] = OrderedDict()
         self._lock = threading.Lock()
@@ -267,11 +271,15 @@ class SemanticRecall:
             yield from call(_Io.add_all, vectors, batch, ids[start : start + 64])
         if new:
             last = new[-1][0]
-            meta = {"kind": KIND + "_mark", "memory_id": memory_id, "user_id": user_id or ""}
-            mark = TextSegment("", {**meta, "upto": last})
-            yield from call(_Io.add_all, [self._probe()], [mark], [self._mark_id(memory_id)])
             with self._lock:
                 self._marks[memory_id] = last
+                stale = last - self._saved.get(memory_id, -1) >= _SAVE_EVERY or full
+            if stale or upto < 0:  # the mark is saved now and then: a restart redoes at most
+                meta = {"kind": KIND + "_mark", "memory_id": memory_id, "user_id": user_id or ""}
+                mark = TextSegment("", {**meta, "upto": last})  # _SAVE_EVERY messages (same ids)
+                yield from call(_Io.add_all, [self._probe()], [mark], [self._mark_id(memory_id)])
+                with self._lock:
+                    self._saved[memory_id] = last
         return len({s.metadata["seq"] for s in segments})
 
     def _new_rows(self, memory_id: str, upto: int) -> Flow[list[tuple[int, ChatMessage]]]:
@@ -327,6 +335,7 @@ class SemanticRecall:
             upto = int(found[0].embedded.metadata.get("upto", -1))
         with self._lock:
             self._marks[memory_id] = upto
+            self._saved[memory_id] = upto
         return upto
 
     # -- recalling
@@ -473,6 +482,7 @@ class SemanticRecall:
         )
         with self._lock:
             self._marks.clear()
+            self._saved.clear()
             self._histories.clear()
 
 
