@@ -84,6 +84,7 @@ class SqliteEmbeddingStore:
         self._lock = threading.RLock()
         self._cache = VectorIndex()
         self._rowids: dict[int, str] = {}  # the cache's rows: rowid -> id
+        self._rowid_of: dict[str, int] = {}  # and id -> rowid
         self._version: int | None = None  # PRAGMA data_version when the cache was read
         self._shape = (0, 0)  # row count and max rowid the cache holds
 
@@ -276,11 +277,10 @@ class SqliteEmbeddingStore:
                 return
             known_count, known_top = self._shape
             gone = self._cache.remove(deleted)
-            if gone:
-                kept = set(self._cache.ids)
-                self._rowids = {r: i for r, i in self._rowids.items() if i in kept}
+            for row_id in deleted:
+                self._rowids.pop(self._rowid_of.pop(row_id, -1), None)
             rows = self._rows(f"WHERE rowid > {int(known_top)}")
-            self._load(rows, self._cache, self._rowids)
+            self._load(rows, self._cache, self._rowids, self._rowid_of)
             top = max(int(known_top), int(rows[-1][4]) if rows else 0)
             self._shape = (known_count - gone + len(rows), top)
 
@@ -310,12 +310,12 @@ class SqliteEmbeddingStore:
         if self._version is not None and top >= known_top and count >= known_count:
             rows = self._rows(f"WHERE rowid > {int(known_top)}")
             if known_count + len(rows) == count:
-                self._load(rows, self._cache, self._rowids)
+                self._load(rows, self._cache, self._rowids, self._rowid_of)
                 self._version, self._shape = version, (int(count), int(top))
                 return
-        fresh, rowids = VectorIndex(), dict[int, str]()
-        self._load(self._rows(""), fresh, rowids)
-        self._cache, self._rowids = fresh, rowids
+        fresh, rowids, rowid_of = VectorIndex(), dict[int, str](), dict[str, int]()
+        self._load(self._rows(""), fresh, rowids, rowid_of)
+        self._cache, self._rowids, self._rowid_of = fresh, rowids, rowid_of
         self._version, self._shape = version, (int(count), int(top))
 
     def _rows(self, where: str) -> list[tuple[Any, ...]]:
@@ -324,7 +324,12 @@ class SqliteEmbeddingStore:
         ).fetchall()
 
     @staticmethod
-    def _load(rows: list[tuple[Any, ...]], index: VectorIndex, rowids: dict[int, str]) -> None:
+    def _load(
+        rows: list[tuple[Any, ...]],
+        index: VectorIndex,
+        rowids: dict[int, str],
+        rowid_of: dict[str, int],
+    ) -> None:
         if not rows:
             return
         vectors = np.stack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
@@ -334,3 +339,4 @@ class SqliteEmbeddingStore:
         ]
         index.append([r[0] for r in rows], vectors, segments)
         rowids.update((int(r[4]), r[0]) for r in rows)
+        rowid_of.update((r[0], int(r[4])) for r in rows)
