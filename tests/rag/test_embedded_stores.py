@@ -180,3 +180,35 @@ def test_sqlite_on_a_connection_you_keep(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match=r"sqlite3\.Connection"):
         SqliteEmbeddingStore(42)  # type: ignore[arg-type]
     connection.close()
+
+
+def test_sqlite_cache_after_writes_interleaved_with_another_connection(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    with SqliteEmbeddingStore(path) as ours, SqliteEmbeddingStore(path) as theirs:
+
+        def everything(store: SqliteEmbeddingStore) -> list[tuple[str, str]]:
+            request = EmbeddingSearchRequest(query_embedding=Embedding((1.0, 0.0)), max_results=99)
+            return sorted((m.embedding_id, m.embedded.text) for m in store.search(request).matches)  # type: ignore[union-attr]
+
+        ours.add_all([Embedding((1.0, 0.0))] * 3, [TextSegment(t) for t in "abc"], ids=list("abc"))
+        everything(ours)  # the cache is read
+        theirs.add(Embedding((1.0, 1.0)), TextSegment("d"), id="d")  # not seen yet by ours
+        ours.add(Embedding((1.0, 0.5)), TextSegment("b2"), id="b")  # a replacement of ours
+        theirs.remove("a")
+        ours.add_all(
+            [Embedding((0.5, 1.0))] * 2, [TextSegment("e1"), TextSegment("e2")], ids=["e", "e"]
+        )
+        ours.remove_all(["c"])
+        expected = [("b", "b2"), ("d", "d"), ("e", "e2")]
+        assert everything(ours) == everything(theirs) == expected
+        with SqliteEmbeddingStore(path) as fresh:
+            assert everything(fresh) == expected
+            words = [(m.embedding_id, m.score) for m in fresh.search_text("b2 d e2", max_results=9)]
+        assert sorted(row_id for row_id, _ in words) == ["b", "d", "e"]
+        assert [(m.embedding_id, m.score) for m in ours.search_text("b2 d e2", max_results=9)] == (
+            words
+        )
+        ours.remove_all()
+        assert everything(theirs) == everything(ours) == []
+        ours.add(Embedding((1.0, 0.0)), TextSegment("f"), id="f")
+        assert everything(theirs) == everything(ours) == [("f", "f")]

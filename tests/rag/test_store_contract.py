@@ -289,3 +289,14 @@ def test_full_text_refuses_bad_arguments_alike(
     store.add(vec(1), TextSegment("tea"))
     with pytest.raises(ConfigurationError, match=complaint):
         store.search_text(text, **options)
+
+
+def test_an_id_repeated_in_one_call_keeps_the_last(store: Any) -> None:
+    ids = store.add_all(
+        [vec(1), vec(0, 1), vec(1, 1)], [TextSegment("old"), TextSegment("new"), TextSegment("z")],
+        ids=["x", "x", "z"],
+    )  # fmt: skip
+    assert ids == ["x", "x", "z"]
+    assert store.count() == 2
+    [match] = store.search(EmbeddingSearchRequest(query_embedding=vec(0, 1), max_results=1)).matches
+    assert (match.embedding_id, match.embedded) == ("x", TextSegment("new"))

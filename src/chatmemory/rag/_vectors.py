@@ -134,19 +134,29 @@ class VectorIndex:
             setattr(self, name, grown)
 
     def remove(self, ids: Sequence[str]) -> int:
+        """Remove rows, compacting in place: only the rows after the first removed one move,
+        and the buffers keep their room, so an upsert costs no reallocation."""
         gone = {self._position[i] for i in ids if i in self._position}
         if not gone:
             return 0
-        kept = np.ones(len(self.ids), dtype=np.bool_)
-        kept[list(gone)] = False
-        keep = np.flatnonzero(kept).tolist()
-        self._masks = {name: (f, mask[kept]) for name, (f, mask) in self._masks.items()}
+        first, size = min(gone), len(self.ids)
+        kept = np.ones(size - first, dtype=np.bool_)
+        kept[[n - first for n in gone]] = False
+        tail = np.flatnonzero(kept) + first  # the kept rows after the first removed one
+        end = first + len(tail)
+        for rows in (self._raw_rows, self._unit_rows):
+            rows[first:end] = rows[tail]
+        self._raw, self._unit = self._raw_rows[:end], self._unit_rows[:end]
+        for n in sorted(gone, reverse=True):
+            del self._position[self.ids[n]]
+            del self.ids[n]
+            del self.segments[n]
+        for n in range(first, end):
+            self._position[self.ids[n]] = n
+        every = np.ones(size, dtype=np.bool_)
+        every[list(gone)] = False
+        self._masks = {name: (f, mask[every]) for name, (f, mask) in self._masks.items()}
         self._bm25 = None
-        self.ids = [self.ids[n] for n in keep]
-        self.segments = [self.segments[n] for n in keep]
-        self._raw = self._raw_rows = self._raw[keep]
-        self._unit = self._unit_rows = self._unit[keep]
-        self._position = {row_id: n for n, row_id in enumerate(self.ids)}
         return len(gone)
 
     def matching(self, condition: Filter | None) -> list[str]:

@@ -15,7 +15,7 @@ import re
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -84,6 +84,7 @@ class SqliteEmbeddingStore:
         self._lock = threading.RLock()
         self._cache = VectorIndex()
         self._rowids: dict[int, str] = {}  # the cache's rows: rowid -> id
+        self._rowid_of: dict[str, int] = {}  # and id -> rowid
         self._version: int | None = None  # PRAGMA data_version when the cache was read
         self._shape = (0, 0)  # row count and max rowid the cache holds
 
@@ -194,7 +195,9 @@ class SqliteEmbeddingStore:
                 self._cache.check(embedding)
             if len({e.dimension for e in embeddings}) > 1:
                 raise ConfigurationError("add_all() got embeddings of several dimensions")
-            with self._writing():
+            last = {r[0]: n for n, r in enumerate(rows)}  # a repeated id: the last one wins
+            rows = [rows[n] for n in sorted(last.values())]
+            with self._following() as follow, self._writing():
                 self._db.executemany(
                     f"DELETE FROM {self.table} WHERE id = ?", [(r[0],) for r in rows]
                 )
@@ -202,7 +205,7 @@ class SqliteEmbeddingStore:
                     f"INSERT INTO {self.table} (id, vector, text, metadata) VALUES (?, ?, ?, ?)",
                     rows,
                 )
-            self._refresh(wrote=True)
+                follow([r[0] for r in rows])
         return new_ids
 
     def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult:
@@ -245,14 +248,48 @@ class SqliteEmbeddingStore:
         check_removal(ids, filter)
         with self._lock, self._errors("remove embeddings"):
             self._refresh()
-            with self._writing():
+            with self._following() as follow, self._writing():
                 if ids is None and filter is None:
+                    doomed = list(self._cache.ids)
                     self._db.execute(f"DELETE FROM {self.table}")
                 else:
                     doomed = list(ids) if ids is not None else self._cache.matching(filter)
                     self._db.executemany(
                         f"DELETE FROM {self.table} WHERE id = ?", [(i,) for i in doomed]
                     )
+                follow(doomed)
+
+    @contextmanager
+    def _following(self) -> Iterator[Callable[[Sequence[str]], None]]:
+        """Keep the cache in step with this store's own write, which the caller makes in the
+        block and reports with the ids it deleted (or replaced). When nothing else committed
+        since the cache was read (data_version, read under the write lock, says so), the cache
+        drops those ids and reads only the rows the write added: no count over the table, no
+        reload after a replacement. Otherwise, or on a shared connection, `_refresh` decides
+        after the write; after a failed write the cache is read again on next use."""
+        current = self._owned and self._version is not None
+
+        def follow(deleted: Sequence[str]) -> None:
+            nonlocal current
+            version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
+            current = current and version == self._version
+            if not current:
+                return
+            known_count, known_top = self._shape
+            gone = self._cache.remove(deleted)
+            for row_id in deleted:
+                self._rowids.pop(self._rowid_of.pop(row_id, -1), None)
+            rows = self._rows(f"WHERE rowid > {int(known_top)}")
+            self._load(rows, self._cache, self._rowids, self._rowid_of)
+            top = max(int(known_top), int(rows[-1][4]) if rows else 0)
+            self._shape = (known_count - gone + len(rows), top)
+
+        try:
+            yield follow
+        except BaseException:
+            self._version = None  # the write failed: read the table again on next use
+            raise
+        if not current:
             self._refresh(wrote=True)
 
     def _refresh(self, *, wrote: bool = False) -> None:
@@ -274,14 +311,16 @@ class SqliteEmbeddingStore:
             rows = self._rows(f"WHERE rowid > {int(known_top)}")
             replaced = {r[0] for r in rows if r[0] in self._cache}  # upserts: deleted, re-added
             if known_count + len(rows) - len(replaced) == count:
-                if replaced:
-                    self._rowids = {k: v for k, v in self._rowids.items() if v not in replaced}
-                self._load(rows, self._cache, self._rowids)
+                for row_id in replaced:
+                    old = self._rowid_of.pop(row_id, None)
+                    if old is not None:
+                        self._rowids.pop(old, None)
+                self._load(rows, self._cache, self._rowids, self._rowid_of)
                 self._version, self._shape = version, (int(count), int(top))
                 return
-        fresh, rowids = VectorIndex(), dict[int, str]()
-        self._load(self._rows(""), fresh, rowids)
-        self._cache, self._rowids = fresh, rowids
+        fresh, rowids, rowid_of = VectorIndex(), dict[int, str](), dict[str, int]()
+        self._load(self._rows(""), fresh, rowids, rowid_of)
+        self._cache, self._rowids, self._rowid_of = fresh, rowids, rowid_of
         self._version, self._shape = version, (int(count), int(top))
 
     def _rows(self, where: str) -> list[tuple[Any, ...]]:
@@ -290,7 +329,12 @@ class SqliteEmbeddingStore:
         ).fetchall()
 
     @staticmethod
-    def _load(rows: list[tuple[Any, ...]], index: VectorIndex, rowids: dict[int, str]) -> None:
+    def _load(
+        rows: list[tuple[Any, ...]],
+        index: VectorIndex,
+        rowids: dict[int, str],
+        rowid_of: dict[str, int],
+    ) -> None:
         if not rows:
             return
         vectors = np.stack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
@@ -300,3 +344,4 @@ class SqliteEmbeddingStore:
         ]
         index.append([r[0] for r in rows], vectors, segments)
         rowids.update((int(r[4]), r[0]) for r in rows)
+        rowid_of.update((r[0], int(r[4])) for r in rows)
