@@ -130,3 +130,21 @@ def test_history_show_recall_shows_what_recall_would_bring_back(home: Path) -> N
         in run("history", "show", "bob", "--recall", "Hiking").output
     )
     assert db.read_bytes() == before  # a read never writes
+
+
+def test_store_options_are_checked_before_anything_is_read(docs: Path) -> None:
+    assert (
+        "--postgres-dsn is for --store postgres"
+        in run("ingest", docs, "--postgres-dsn", "postgresql://x", code=2).output
+    )
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("sentence_transformers") is None, reason="the local extra is absent"
+)
+def test_ingest_and_ask_with_the_local_model(docs: Path) -> None:
+    out = run("ingest", docs, "--model", "local").output
+    assert "LocalEmbeddingModel:all-MiniLM-L6-v2/384" in out
+    assert "Loading weights" not in out  # no progress bars from the model's libraries
+    found = run("ask", "How long do refunds take?", "--model", "local", "--max-results", "1").output
+    assert "Refunds take five business days." in found

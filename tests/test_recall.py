@@ -277,3 +277,27 @@ def test_bad_settings_are_refused() -> None:
         ai_service(Assistant, chat_model=ScriptedChatModel([]), semantic_recall=object())  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="forget\\(\\) takes memory_id= or user_id="):
         SemanticRecall(model, vectors).forget()
+
+
+def test_an_async_method_with_a_sync_memory_recalls_and_indexes_on_a_thread() -> None:
+    model = ScriptedChatModel(lambda request: "OK.")
+    store = InMemoryChatMemoryStore()
+    recall = SemanticRecall(HashingEmbeddingModel(), InMemoryEmbeddingStore())
+    service = ai_service(
+        Assistant,
+        chat_model=model,
+        chat_memory_provider=lambda mid: MessageWindowChatMemory(
+            id=mid, max_messages=4, store=store
+        ),
+        semantic_recall=recall,
+    )
+
+    async def main() -> None:
+        await service.achat("ann", "a", "My locker code is 4711.")
+        for text in ["Clouds?", "Rain?", "Snow?"]:
+            await service.achat("ann", "a", text)
+        await service.achat("ann", "a", "What was my locker code?")
+
+    asyncio.run(main())
+    assert "user: My locker code is 4711." in getattr(model.requests[-1].messages[0], "text", "")
+    assert recall.index(store, "a", full=True) == 0  # every turn was indexed as it was stored

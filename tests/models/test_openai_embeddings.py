@@ -7,8 +7,7 @@ import asyncio
 import pytest
 
 from chatmemory import ConfigurationError, ModelError
-from chatmemory.models import OpenAiEmbeddingModel
-from chatmemory.rag import Embedding
+from chatmemory.rag import Embedding, OpenAiEmbeddingModel
 
 from .fake_server import FakeServer, Reply
 

@@ -7,6 +7,7 @@ import math
 import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -122,3 +123,21 @@ def test_without_the_extra_the_store_names_the_install_line(
     monkeypatch.setitem(sys.modules, "pgvector.psycopg", None)
     with pytest.raises(ImportError, match=r"pip install 'chatmemory\[pgvector\]'"):
         PgVectorEmbeddingStore("postgresql://unused", dimension=2)
+
+
+def test_the_cli_ingests_into_and_asks_pgvector(dsn: str, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from chatmemory._cli.app import cli
+
+    (tmp_path / "refunds.md").write_text("Refunds take five business days.", encoding="utf-8")
+    table = f"cli_{uuid.uuid4().hex[:10]}"
+    options = ["--store", "postgres", "--postgres-dsn", dsn, "--table", table]
+    runner = CliRunner(env={"OPENAI_API_KEY": ""})
+    ingested = runner.invoke(cli, ["ingest", str(tmp_path), *options])
+    assert ingested.exit_code == 0, ingested.output
+    assert "1 file(s) ingested" in ingested.output
+    asked = runner.invoke(cli, ["ask", "refunds", *options])
+    assert "Refunds take five business days." in asked.output
+    with PgVectorEmbeddingStore(dsn, dimension=384, table=table) as store:
+        store.remove_all()

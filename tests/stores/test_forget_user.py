@@ -58,6 +58,22 @@ def test_forget_user_removes_everything_of_one_user_only(backend: Any, context: 
     drive(backend, context, scenario)
 
 
+def test_named_conversations_are_forgotten_without_recall_or_working_memory() -> None:
+    from chatmemory import InMemoryChatMemoryStore
+
+    store = InMemoryChatMemoryStore()
+    for memory_id in ("a", "b", "c"):
+        MessageWindowChatMemory(id=memory_id, max_messages=5, store=store).add(UserMessage("hi"))
+    report = forget_user("ann", store=store, memory_ids=["a", "b", "a"])
+    assert (report.conversations, report.recall_index, report.working_memory) == (
+        ["a", "b"],
+        False,
+        [],
+    )
+    assert store.memory_ids() == ["c"]
+    assert str(report) == "forgot ann: 2 conversation(s), 0 working-memory record(s)"
+
+
 def test_bad_input_is_refused() -> None:
     with pytest.raises(ConfigurationError, match="non-empty user id"):
         forget_user("", store=object())

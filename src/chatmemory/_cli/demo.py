@@ -92,7 +92,7 @@ def demo(db: Path | None, max_tokens: int, model: str, encoding: str | None, tur
         for player in players:
             _show_history(out, player)
     play_rag_scene(out, path)
-    play_recall_scene(out, path)
+    play_recall_scene(out)
     where = "" if db is None else f" --db {shlex.quote(click.format_filename(path))}"
     out.print(
         f"Continue these conversations: chatmemory demo{where}\n"

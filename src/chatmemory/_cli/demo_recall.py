@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Annotated, Protocol
 
 from rich.console import Console
@@ -42,39 +41,35 @@ def _answer(request: ChatRequest) -> str:
     return f"Your locker code is {code.group(1)}." if code else "Noted."
 
 
-def play_recall_scene(out: Console, path: Path) -> None:
-    from ..rag.sqlite import SqliteEmbeddingStore
+def play_recall_scene(out: Console) -> None:
+    """In memory: the scene is about what recall finds, and leaves the demo's file alone."""
+    from ..rag import InMemoryEmbeddingStore
     from ..recall import SemanticRecall
-    from ..stores.sqlite import SqliteChatMemoryStore
+    from ..stores import InMemoryChatMemoryStore
 
     out.rule("recall · a fact from long ago")
     member = "demo:recall"
-    with (
-        SqliteChatMemoryStore(path) as store,
-        SqliteEmbeddingStore(path, table="demo_recall") as vectors,
-    ):
-        store.delete_messages(member)  # the scene starts over every run
-        vectors.remove_all()
-        recall = SemanticRecall(HashingEmbeddingModel(), vectors, top_k=1, message_range=0)
-        desk = ai_service(
-            _Desk,
-            chat_model=ScriptedChatModel(_answer),
-            chat_memory_provider=lambda mid: MessageWindowChatMemory(
-                id=mid, max_messages=6, store=store
-            ),
-            semantic_recall=recall,
-        )
-        for text in CHAT:
-            desk.chat(member, text)
-        window = [m for m in store.history(member) if m.in_window]
-        out.print(
-            f"{len(CHAT)} exchanges later the window holds {len(window)} messages; the locker "
-            f"code left it long ago (the history keeps it).",
-            soft_wrap=True,
-        )
-        out.print(f"user: {QUESTION}")
-        found = recall.recall(store, member, QUESTION)
-        for run in found:
-            for message in run.messages:
-                out.print(f"  recalled (score {run.score:.2f}): {getattr(message, 'text', '')}")
-        out.print(f"assistant: {desk.chat(member, QUESTION)}\n", soft_wrap=True)
+    store, vectors = InMemoryChatMemoryStore(), InMemoryEmbeddingStore()
+    recall = SemanticRecall(HashingEmbeddingModel(), vectors, top_k=1, message_range=0)
+    desk = ai_service(
+        _Desk,
+        chat_model=ScriptedChatModel(_answer),
+        chat_memory_provider=lambda mid: MessageWindowChatMemory(
+            id=mid, max_messages=6, store=store
+        ),
+        semantic_recall=recall,
+    )
+    for text in CHAT:
+        desk.chat(member, text)
+    window = [m for m in store.history(member) if m.in_window]
+    out.print(
+        f"{len(CHAT)} exchanges later the window holds {len(window)} messages; the locker "
+        f"code left it long ago (the history keeps it).",
+        soft_wrap=True,
+    )
+    out.print(f"user: {QUESTION}")
+    found = recall.recall(store, member, QUESTION)
+    for run in found:
+        for message in run.messages:
+            out.print(f"  recalled (score {run.score:.2f}): {getattr(message, 'text', '')}")
+    out.print(f"assistant: {desk.chat(member, QUESTION)}\n", soft_wrap=True)

@@ -60,7 +60,7 @@ def make_embedding_model(kind: str, name: str | None, base_url: str | None) -> E
         return LocalEmbeddingModel()
     import os
 
-    from ..models import OpenAiEmbeddingModel
+    from ..rag import OpenAiEmbeddingModel
 
     api_key = os.environ.get("OPENAI_API_KEY")
     if not api_key and base_url is None:

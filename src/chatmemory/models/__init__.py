@@ -40,7 +40,6 @@ from ._values import (
 if TYPE_CHECKING:
     from .anthropic import AnthropicChatModel
     from .openai import OpenAiChatModel
-    from .openai_embeddings import OpenAiEmbeddingModel
     from .openai_moderation import OpenAiModerationModel
 
 __all__ = [
@@ -58,7 +57,6 @@ __all__ = [
     "Moderation",
     "ModerationModel",
     "OpenAiChatModel",
-    "OpenAiEmbeddingModel",
     "OpenAiModerationModel",
     "PartialText",
     "PartialThinking",
@@ -76,7 +74,6 @@ _LAZY = {
     "AnthropicChatModel": ".anthropic",
     "OpenAiChatModel": ".openai",
     "OpenAiModerationModel": ".openai_moderation",
-    "OpenAiEmbeddingModel": ".openai_embeddings",
 }
 
 

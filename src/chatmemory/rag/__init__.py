@@ -74,8 +74,8 @@ from ._web import (
 )
 
 if TYPE_CHECKING:
-    from ..models.openai_embeddings import OpenAiEmbeddingModel
     from ._local import LocalEmbeddingModel
+    from ._openai import OpenAiEmbeddingModel
     from .pgvector import PgVectorEmbeddingStore
     from .sqlite import SqliteEmbeddingStore
 
@@ -149,7 +149,7 @@ _LAZY = {
     "PgVectorEmbeddingStore": ".pgvector",
     "SqliteEmbeddingStore": ".sqlite",
     "LocalEmbeddingModel": "._local",
-    "OpenAiEmbeddingModel": "..models.openai_embeddings",
+    "OpenAiEmbeddingModel": "._openai",
 }
 
 

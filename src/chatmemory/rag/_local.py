@@ -63,6 +63,9 @@ class LocalEmbeddingModel:
                     )
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never download anything
                 from sentence_transformers import SentenceTransformer
+                from transformers.utils import logging as transformers_logging
+
+                transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call, unused-ignore]
 
                 self._model = SentenceTransformer(str(path), device=self.device)
             return self._model

@@ -8,9 +8,9 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, ModelError
-from ..rag._embeddings import Embedding
-from ._openai_clients import OpenAiClients, require_openai
-from ._sdk import mapped_errors
+from ..models._openai_clients import OpenAiClients, require_openai
+from ..models._sdk import mapped_errors
+from ._embeddings import Embedding
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI, OpenAI
