@@ -38,6 +38,9 @@ from ._vectors import VectorIndex, check_embeddings, words
 
 __all__ = ["SqliteEmbeddingStore"]
 
+_Added = tuple[list[str], "np.ndarray[Any, np.dtype[np.float32]]", list[TextSegment | None]]
+"""Rows a write added: ids, their vectors as one float32 matrix, their segments."""
+
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 
@@ -196,7 +199,13 @@ class SqliteEmbeddingStore:
             if len({e.dimension for e in embeddings}) > 1:
                 raise ConfigurationError("add_all() got embeddings of several dimensions")
             last = {r[0]: n for n, r in enumerate(rows)}  # a repeated id: the last one wins
-            rows = [rows[n] for n in sorted(last.values())]
+            order = sorted(last.values())
+            rows = [rows[n] for n in order]
+            added = (
+                [new_ids[n] for n in order],
+                np.asarray([embeddings[n].vector for n in order], dtype=np.float32),
+                [lined_segments[n] for n in order],
+            )
             with self._following() as follow, self._writing():
                 self._db.executemany(
                     f"DELETE FROM {self.table} WHERE id = ?", [(r[0],) for r in rows]
@@ -205,7 +214,7 @@ class SqliteEmbeddingStore:
                     f"INSERT INTO {self.table} (id, vector, text, metadata) VALUES (?, ?, ?, ?)",
                     rows,
                 )
-                follow([r[0] for r in rows])
+                follow([r[0] for r in rows], added)
         return new_ids
 
     def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult:
@@ -260,16 +269,18 @@ class SqliteEmbeddingStore:
                 follow(doomed)
 
     @contextmanager
-    def _following(self) -> Iterator[Callable[[Sequence[str]], None]]:
+    def _following(self) -> Iterator[Callable[..., None]]:
         """Keep the cache in step with this store's own write, which the caller makes in the
-        block and reports with the ids it deleted (or replaced). When nothing else committed
-        since the cache was read (data_version, read under the write lock, says so), the cache
-        drops those ids and reads only the rows the write added: no count over the table, no
-        reload after a replacement. Otherwise, or on a shared connection, `_refresh` decides
-        after the write; after a failed write the cache is read again on next use."""
+        block and reports with the ids it deleted (or replaced) and the rows it added (ids,
+        vectors, segments, in insertion order). When nothing else committed since the cache was
+        read (data_version, read under the write lock, says so), the cache drops those ids and
+        takes the added rows as they are, asking the table only for their rowids: no count over
+        the table, no reload after a replacement, no JSON decoded again. Otherwise, or on a
+        shared connection, `_refresh` decides after the write; after a failed write the cache
+        is read again on next use."""
         current = self._owned and self._version is not None
 
-        def follow(deleted: Sequence[str]) -> None:
+        def follow(deleted: Sequence[str], added: _Added | None = None) -> None:
             nonlocal current
             version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
             current = current and version == self._version
@@ -279,10 +290,19 @@ class SqliteEmbeddingStore:
             gone = self._cache.remove(deleted)
             for row_id in deleted:
                 self._rowids.pop(self._rowid_of.pop(row_id, -1), None)
-            rows = self._rows(f"WHERE rowid > {int(known_top)}")
-            self._load(rows, self._cache, self._rowids, self._rowid_of)
-            top = max(int(known_top), int(rows[-1][4]) if rows else 0)
-            self._shape = (known_count - gone + len(rows), top)
+            new = self._db.execute(
+                f"SELECT rowid, id FROM {self.table} WHERE rowid > ? ORDER BY rowid",
+                (int(known_top),),
+            ).fetchall()
+            if added is not None and [r[1] for r in new] == added[0]:
+                self._cache.append(*added)
+                self._rowids.update((int(r[0]), r[1]) for r in new)
+                self._rowid_of.update((r[1], int(r[0])) for r in new)
+            elif new:
+                rows = self._rows(f"WHERE rowid > {int(known_top)}")
+                self._load(rows, self._cache, self._rowids, self._rowid_of)
+            top = max(int(known_top), int(new[-1][0]) if new else 0)
+            self._shape = (known_count - gone + len(new), top)
 
         try:
             yield follow
