@@ -3,9 +3,12 @@
 Vectors are float32 BLOBs; searches run with numpy over a matrix each store object caches and
 refreshes only when the table changed: `PRAGMA data_version` tells, at no I/O cost, whether
 another connection committed, and new rows are appended to the cache without reading the old
-ones again. Text is indexed by SQLite's built-in FTS5 (BM25), so full-text and hybrid retrieval
-need nothing more. Only the standard library's `sqlite3` (no extension such as sqlite-vec,
-which many Python builds cannot load) and numpy.
+ones again; the store's own writes update the cache directly (the rows it removed go, the rows
+it added are taken as given). On a connection the application keeps, writes are a savepoint
+of its transaction and changes are told by the row count and top rowid. Text is indexed by
+SQLite's built-in FTS5 (BM25), so full-text and hybrid retrieval need nothing more. Only the
+standard library's `sqlite3` (no extension such as sqlite-vec, which many Python builds cannot
+load) and numpy.
 """
 
 from __future__ import annotations
