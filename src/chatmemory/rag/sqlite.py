@@ -44,6 +44,18 @@ __all__ = ["SqliteEmbeddingStore"]
 _Added = tuple[list[str], "np.ndarray[Any, np.dtype[np.float32]]", list[TextSegment | None]]
 """Rows a write added: ids, their vectors as one float32 matrix, their segments."""
 
+_SHARED_LOCKS: dict[int, threading.RLock] = {}
+_SHARED_LOCKS_GUARD = threading.Lock()
+
+
+def _lock_for(connection: sqlite3.Connection) -> threading.RLock:
+    """One lock per connection given by the application, shared by every store on it: a
+    connection has one transaction at a time, so two stores must not write through it at
+    once. (Keyed by id: connections take no weak references; a reused id only shares a lock.)"""
+    with _SHARED_LOCKS_GUARD:
+        return _SHARED_LOCKS.setdefault(id(connection), threading.RLock())
+
+
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 
@@ -87,7 +99,7 @@ class SqliteEmbeddingStore:
             self._create()
         except sqlite3.Error as error:
             raise StoreError(f"cannot open {self.path!r}: {error}", store=self) from None
-        self._lock = threading.RLock()
+        self._lock = _lock_for(self._db) if not self._owned else threading.RLock()
         self._cache = VectorIndex()
         self._rowids: dict[int, str] = {}  # the cache's rows: rowid -> id
         self._rowid_of: dict[str, int] = {}  # and id -> rowid
