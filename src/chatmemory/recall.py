@@ -60,6 +60,9 @@ from .rag._documents import Document
 
 __all__ = ["RecalledMessages", "SemanticRecall"]
 
+_SAVE_EVERY = 64
+"""Messages indexed between two saves of a conversation's mark (rewriting it every turn would
+cost an embedding-store upsert per turn)."""
 _NAMESPACE = uuid.UUID("0c7f1b0e-5b7a-4e0c-9a53-9f1f0e4b2d61")
 KIND = "chatmemory_recall"
 
@@ -72,6 +75,10 @@ class _Io(Protocol):
     """What the recall flows ask for: history rows, embeddings, the index."""
 
     def history(self, memory_id: str) -> list[HistoryEntry]: ...
+
+    def window(self, memory_id: str) -> list[tuple[int, ChatMessage]] | None:
+        """The window's (seq, message) rows, when the store has the window contract."""
+        ...
 
     def embed(self, texts: list[str]) -> list[Embedding]: ...
 
@@ -88,6 +95,12 @@ class _SyncIo:
 
     def history(self, memory_id: str) -> list[HistoryEntry]:
         return self._history.history(memory_id)  # type: ignore[no-any-return]
+
+    def window(self, memory_id: str) -> list[tuple[int, ChatMessage]] | None:
+        load = getattr(self._history, "load_window", None)
+        if load is None:
+            return None
+        return [(row.seq, row.message) for row in load(memory_id).rows]
 
     def embed(self, texts: list[str]) -> list[Embedding]:
         return self._recall.embedding_model.embed_all(texts)
@@ -113,6 +126,15 @@ class _AsyncIo:
         if inspect.iscoroutinefunction(self._history.history):
             return await self._history.history(memory_id)  # type: ignore[no-any-return]
         return await asyncio.to_thread(self._sync.history, memory_id)
+
+    async def window(self, memory_id: str) -> list[tuple[int, ChatMessage]] | None:
+        load = getattr(self._history, "load_window", None)
+        if load is None:
+            return None
+        if not inspect.iscoroutinefunction(load):
+            return await asyncio.to_thread(self._sync.window, memory_id)
+        snapshot = await load(memory_id)
+        return [(row.seq, row.message) for row in snapshot.rows]
 
     async def embed(self, texts: list[str]) -> list[Embedding]:
         aembed = getattr(self._recall.embedding_model, "aembed_all", None)
@@ -198,6 +220,8 @@ class SemanticRecall:
         self.estimator = estimator or OpenAiTokenCountEstimator("gpt-4o")
         self.splitter = WordSplitter(chunk_size)
         self._marks: dict[str, int] = {}
+        self._saved: dict[str, int] = {}
+        self._histories: dict[str, list[tuple[int, ChatMessage]]] = {}
         self._queries: OrderedDict[str, Embedding] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -209,51 +233,86 @@ class SemanticRecall:
 
     # -- indexing
 
-    def index(self, history: _History, memory_id: str, *, user_id: str | None = None) -> int:
-        """Embed the messages of `memory_id`'s history not indexed yet; how many were."""
-        return run(self._index(memory_id, user_id), _SyncIo(history, self))
+    def index(
+        self, history: _History, memory_id: str, *, user_id: str | None = None, full: bool = False
+    ) -> int:
+        """Embed the messages of `memory_id`'s history not indexed yet; how many were. After a
+        turn the window holds them (a cheap read); `full=True` reads the whole history, which
+        also catches a message evicted in the very commit that added it."""
+        return run(self._index(memory_id, user_id, full), _SyncIo(history, self))
 
-    async def aindex(self, history: Any, memory_id: str, *, user_id: str | None = None) -> int:
-        """`index` for asyncio (an async store's history is awaited)."""
-        return await arun(self._index(memory_id, user_id), _AsyncIo(history, self))
+    async def aindex(
+        self, history: Any, memory_id: str, *, user_id: str | None = None, full: bool = False
+    ) -> int:
+        """`index` for asyncio (an async store's reads are awaited)."""
+        return await arun(self._index(memory_id, user_id, full), _AsyncIo(history, self))
 
-    def _index(self, memory_id: str, user_id: str | None) -> Flow[int]:
-        entries = yield from call(_Io.history, memory_id)
+    def _index(self, memory_id: str, user_id: str | None, full: bool) -> Flow[int]:
         upto = yield from self._mark(memory_id)
+        if full:
+            rows = yield from self._history_rows(memory_id, reload=True)
+            new = [row for row in rows if row[0] > upto]
+        else:
+            new = yield from self._new_rows(memory_id, upto)
         segments: list[TextSegment] = []
         ids: list[str] = []
-        for entry in entries:
-            text = _text(entry.message) if entry.seq > upto else None
+        for seq, message in new:
+            text = _text(message)
             if text is None:
                 continue
-            base = {
-                "kind": KIND,
-                "memory_id": memory_id,
-                "user_id": user_id or "",
-                "seq": entry.seq,
-            }
+            base = {"kind": KIND, "memory_id": memory_id, "user_id": user_id or "", "seq": seq}
             for chunk in self.splitter.split(Document(text)):
                 index = chunk.metadata["index"]
                 segments.append(TextSegment(chunk.text, {**base, "chunk": index}))
-                ids.append(str(uuid.uuid5(_NAMESPACE, f"{memory_id}\0{entry.seq}\0{index}")))
+                ids.append(str(uuid.uuid5(_NAMESPACE, f"{memory_id}\0{seq}\0{index}")))
         for start in range(0, len(segments), 64):
             batch = segments[start : start + 64]
             vectors = yield from call(_Io.embed, [s.text for s in batch])
             yield from call(_Io.add_all, vectors, batch, ids[start : start + 64])
-        if entries and entries[-1].seq > upto:
-            mark = TextSegment(
-                "",
-                {
-                    "kind": KIND + "_mark",
-                    "memory_id": memory_id,
-                    "user_id": user_id or "",
-                    "upto": entries[-1].seq,
-                },
-            )
-            yield from call(_Io.add_all, [self._probe()], [mark], [self._mark_id(memory_id)])
+        if new:
+            last = new[-1][0]
             with self._lock:
-                self._marks[memory_id] = entries[-1].seq
+                self._marks[memory_id] = last
+                stale = last - self._saved.get(memory_id, -1) >= _SAVE_EVERY or full
+            if stale or upto < 0:  # the mark is saved now and then: a restart redoes at most
+                meta = {"kind": KIND + "_mark", "memory_id": memory_id, "user_id": user_id or ""}
+                mark = TextSegment("", {**meta, "upto": last})  # _SAVE_EVERY messages (same ids)
+                yield from call(_Io.add_all, [self._probe()], [mark], [self._mark_id(memory_id)])
+                with self._lock:
+                    self._saved[memory_id] = last
         return len({s.metadata["seq"] for s in segments})
+
+    def _new_rows(self, memory_id: str, upto: int) -> Flow[list[tuple[int, ChatMessage]]]:
+        """The messages after `upto`: from the window when it holds every one of them (the
+        cheap read after a turn), else from the history (a catch-up)."""
+        window = yield from call(_Io.window, memory_id)
+        if window is not None:
+            newer = [row for row in window if row[0] > upto]
+            if newer and len(newer) == newer[-1][0] - upto:  # no gap: none left the window
+                with self._lock:
+                    cached = self._histories.get(memory_id)
+                    if cached is not None and (not cached or cached[-1][0] < newer[0][0]):
+                        cached.extend(newer)
+                return newer
+            if not newer:
+                return []
+        rows = yield from self._history_rows(memory_id, reload=True)
+        return [row for row in rows if row[0] > upto]
+
+    def _history_rows(
+        self, memory_id: str, *, reload: bool = False
+    ) -> Flow[list[tuple[int, ChatMessage]]]:
+        """`memory_id`'s history as (seq, message), kept per process (it only grows)."""
+        with self._lock:
+            cached = self._histories.get(memory_id)
+        if cached is None or reload:
+            entries = yield from call(_Io.history, memory_id)
+            cached = [(e.seq, e.message) for e in entries]
+            with self._lock:
+                self._histories[memory_id] = cached
+                while len(self._histories) > 1_000:
+                    self._histories.pop(next(iter(self._histories)))
+        return cached
 
     def _probe(self) -> Embedding:
         return Embedding((1.0,) + (0.0,) * (self.embedding_model.dimension - 1))
@@ -276,6 +335,7 @@ class SemanticRecall:
             upto = int(found[0].embedded.metadata.get("upto", -1))
         with self._lock:
             self._marks[memory_id] = upto
+            self._saved[memory_id] = upto
         return upto
 
     # -- recalling
@@ -329,43 +389,58 @@ class SemanticRecall:
             filter=condition,
         )
         matches = (yield from call(_Io.search, request)).matches
-        histories: dict[str, list[HistoryEntry]] = {}
         taken: set[tuple[str, int]] = set()
         found: list[RecalledMessages] = []
+        windows: dict[str, set[int]] = {}
         for match in matches:
             if len(found) == self.top_k or match.embedded is None:
                 break
             meta = match.embedded.metadata
             source, seq = str(meta["memory_id"]), int(meta["seq"])
-            if source not in histories:
-                histories[source] = yield from call(_Io.history, source)
-            around = self._around(histories[source], seq, taken, source)
+            if source not in windows:
+                rows = yield from call(_Io.window, source)
+                windows[source] = {s for s, _ in rows} if rows is not None else set()
+            if seq in windows[source]:
+                continue
+            history = yield from self._history_rows(source)
+            if not any(s == seq for s, _ in history[-1:]) and seq > (
+                history[-1][0] if history else -1
+            ):
+                history = yield from self._history_rows(source, reload=True)
+            around = self._around(history, seq, taken, source, windows[source])
             if around is not None:
-                seqs = tuple(e.seq for e in around)
-                messages = tuple(e.message for e in around)
+                seqs = tuple(s for s, _ in around)
+                messages = tuple(m for _, m in around)
                 found.append(RecalledMessages(source, seqs, messages, match.score))
         return found
 
     def _around(
-        self, entries: list[HistoryEntry], seq: int, taken: set[tuple[str, int]], source: str
-    ) -> list[HistoryEntry] | None:
-        position = next((i for i, e in enumerate(entries) if e.seq == seq), None)
-        if position is None or entries[position].in_window:
+        self,
+        history: list[tuple[int, ChatMessage]],
+        seq: int,
+        taken: set[tuple[str, int]],
+        source: str,
+        in_window: set[int],
+    ) -> list[tuple[int, ChatMessage]] | None:
+        position = _position(history, seq)
+        if position is None:
             return None
         low = max(0, position - self.message_range)
-        high = min(len(entries), position + self.message_range + 1)
-        messages = [e.message for e in entries]
+        high = min(len(history), position + self.message_range + 1)
+        wide_low, wide_high = max(0, low - 64), min(len(history), high + 64)
+        messages = [m for _, m in history[wide_low:wide_high]]
         for unit in atomic_units(messages):  # whole tool exchanges only
-            if unit[0] < high and unit[-1] >= low and len(unit) > 1:
-                low, high = min(low, unit[0]), max(high, unit[-1] + 1)
+            first, last = unit[0] + wide_low, unit[-1] + wide_low
+            if first < high and last >= low and len(unit) > 1:
+                low, high = min(low, first), max(high, last + 1)
         run = [
-            e
-            for e in entries[low:high]
-            if not e.in_window and (source, e.seq) not in taken and not is_summary(e.message)
+            (s, m)
+            for s, m in history[low:high]
+            if s not in in_window and (source, s) not in taken and not is_summary(m)
         ]
         if not run:
             return None
-        taken.update((source, e.seq) for e in run)
+        taken.update((source, s) for s, _ in run)
         return run
 
     def block(self, recalled: Sequence[RecalledMessages], *, budget: int | None = None) -> str:
@@ -407,6 +482,16 @@ class SemanticRecall:
         )
         with self._lock:
             self._marks.clear()
+            self._saved.clear()
+            self._histories.clear()
+
+
+def _position(history: list[tuple[int, ChatMessage]], seq: int) -> int | None:
+    """Where `seq` is in the history (seqs ascend): a binary search."""
+    import bisect
+
+    index = bisect.bisect_left(history, seq, key=lambda row: row[0])
+    return index if index < len(history) and history[index][0] == seq else None
 
 
 def _line(message: ChatMessage) -> str:

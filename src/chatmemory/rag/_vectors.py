@@ -72,7 +72,7 @@ class VectorIndex:
         self._unit: Matrix = self._unit_rows
         self._position: dict[str, int] = {}
         self._bm25: Bm25 | None = None  # built on the first full-text search after a change
-        self._masks: dict[str, npt.NDArray[np.bool_]] = {}
+        self._masks: dict[str, tuple[Filter, npt.NDArray[np.bool_]]] = {}
         """Which rows each filter passes, by the filter's repr (its values' types included: a
         filter on True is not one on 1); segments never change in place, so a mask holds until
         rows are added or removed."""
@@ -86,6 +86,9 @@ class VectorIndex:
                 f"this store holds embeddings of dimension {self.dimension}, got one of "
                 f"{embedding.dimension}: use the embedding model the store was filled with"
             )
+
+    def __contains__(self, row_id: object) -> bool:
+        return row_id in self._position
 
     def append(
         self, ids: Sequence[str], vectors: Matrix, segments: Sequence[TextSegment | None]
@@ -106,8 +109,9 @@ class VectorIndex:
             vectors = vectors[keep]
             segments = [segments[n] for n in keep]
         start = len(self.ids)
-        self._masks.clear()
         self._bm25 = None
+        for name, (condition, mask) in self._masks.items():  # extended, not made again
+            self._masks[name] = (condition, np.concatenate([mask, _passing(condition, segments)]))
         self.ids.extend(ids)
         self.segments.extend(segments)
         self._position.update((row_id, start + n) for n, row_id in enumerate(ids))
@@ -149,7 +153,9 @@ class VectorIndex:
             del self.segments[n]
         for n in range(first, end):
             self._position[self.ids[n]] = n
-        self._masks.clear()
+        every = np.ones(size, dtype=np.bool_)
+        every[list(gone)] = False
+        self._masks = {name: (f, mask[every]) for name, (f, mask) in self._masks.items()}
         self._bm25 = None
         return len(gone)
 
@@ -161,16 +167,12 @@ class VectorIndex:
 
     def _mask(self, condition: Filter) -> npt.NDArray[np.bool_]:
         name = repr(condition)
-        mask = self._masks.get(name)
-        if mask is None:
+        found = self._masks.get(name)
+        if found is None:
             if len(self._masks) >= 64:
                 self._masks.clear()
-            mask = self._masks[name] = np.fromiter(
-                (s is not None and condition.test(s.metadata) for s in self.segments),
-                dtype=np.bool_,
-                count=len(self.segments),
-            )
-        return mask
+            found = self._masks[name] = (condition, _passing(condition, self.segments))
+        return found[1]
 
     def search(self, request: EmbeddingSearchRequest) -> tuple[EmbeddingMatch, ...]:
         if not self.ids:
@@ -240,6 +242,14 @@ class VectorIndex:
 
     def embedding(self, row_id: str) -> Embedding:
         return Embedding.trusted(self._raw[self._position[row_id]].tolist())
+
+
+def _passing(condition: Filter, segments: Sequence[TextSegment | None]) -> npt.NDArray[np.bool_]:
+    return np.fromiter(
+        (s is not None and condition.test(s.metadata) for s in segments),
+        dtype=np.bool_,
+        count=len(segments),
+    )
 
 
 def _unit(vectors: npt.ArrayLike) -> Matrix:

@@ -342,9 +342,14 @@ class SqliteEmbeddingStore:
             # it, or its owner), so the row count and the top rowid (never reused) tell.
             self._version = version
             return
-        if self._version is not None and top >= known_top and count >= known_count:
+        if self._version is not None and top >= known_top:
             rows = self._rows(f"WHERE rowid > {int(known_top)}")
-            if known_count + len(rows) == count:
+            replaced = {r[0] for r in rows if r[0] in self._cache}  # upserts: deleted, re-added
+            if known_count + len(rows) - len(replaced) == count:
+                for row_id in replaced:
+                    old = self._rowid_of.pop(row_id, None)
+                    if old is not None:
+                        self._rowids.pop(old, None)
                 self._load(rows, self._cache, self._rowids, self._rowid_of)
                 self._version, self._shape = version, (int(count), int(top))
                 return
