@@ -212,3 +212,33 @@ def test_sqlite_cache_after_writes_interleaved_with_another_connection(tmp_path:
         assert everything(theirs) == everything(ours) == []
         ours.add(Embedding((1.0, 0.0)), TextSegment("f"), id="f")
         assert everything(theirs) == everything(ours) == [("f", "f")]
+
+
+def test_stores_on_one_shared_connection_write_from_threads(tmp_path: Path) -> None:
+    import threading
+
+    path = tmp_path / "threads.db"
+    connection = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    stores = [SqliteEmbeddingStore(connection), SqliteEmbeddingStore(connection)]
+    errors: list[Exception] = []
+
+    def work(store: SqliteEmbeddingStore, first: int) -> None:
+        try:
+            for n in range(first, first + 150):
+                store.add(Embedding((1.0, n / 300)), TextSegment(f"row {n}"), id=f"r{n}")
+                if n % 3 == 0:
+                    store.remove(f"r{n}")
+        except Exception as error:  # collected: the test asserts there were none
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(s, 150 * i)) for i, s in enumerate(stores)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    expected = sorted(f"r{n}" for n in range(300) if n % 3)
+    request = EmbeddingSearchRequest(query_embedding=Embedding((1.0, 0.5)), max_results=300)
+    for store in [*stores, SqliteEmbeddingStore(path)]:
+        assert sorted(m.embedding_id for m in store.search(request).matches) == expected
+    connection.close()

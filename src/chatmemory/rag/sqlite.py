@@ -3,9 +3,12 @@
 Vectors are float32 BLOBs; searches run with numpy over a matrix each store object caches and
 refreshes only when the table changed: `PRAGMA data_version` tells, at no I/O cost, whether
 another connection committed, and new rows are appended to the cache without reading the old
-ones again. Text is indexed by SQLite's built-in FTS5 (BM25), so full-text and hybrid retrieval
-need nothing more. Only the standard library's `sqlite3` (no extension such as sqlite-vec,
-which many Python builds cannot load) and numpy.
+ones again; the store's own writes update the cache directly (the rows it removed go, the rows
+it added are taken as given). On a connection the application keeps, writes are a savepoint
+of its transaction and changes are told by the row count and top rowid. Text is indexed by
+SQLite's built-in FTS5 (BM25), so full-text and hybrid retrieval need nothing more. Only the
+standard library's `sqlite3` (no extension such as sqlite-vec, which many Python builds cannot
+load) and numpy.
 """
 
 from __future__ import annotations
@@ -37,6 +40,21 @@ from ._values import TextSegment
 from ._vectors import VectorIndex, check_embeddings, words
 
 __all__ = ["SqliteEmbeddingStore"]
+
+_Added = tuple[list[str], "np.ndarray[Any, np.dtype[np.float32]]", list[TextSegment | None]]
+"""Rows a write added: ids, their vectors as one float32 matrix, their segments."""
+
+_SHARED_LOCKS: dict[int, threading.RLock] = {}
+_SHARED_LOCKS_GUARD = threading.Lock()
+
+
+def _lock_for(connection: sqlite3.Connection) -> threading.RLock:
+    """One lock per connection given by the application, shared by every store on it: a
+    connection has one transaction at a time, so two stores must not write through it at
+    once. (Keyed by id: connections take no weak references; a reused id only shares a lock.)"""
+    with _SHARED_LOCKS_GUARD:
+        return _SHARED_LOCKS.setdefault(id(connection), threading.RLock())
+
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
@@ -81,7 +99,7 @@ class SqliteEmbeddingStore:
             self._create()
         except sqlite3.Error as error:
             raise StoreError(f"cannot open {self.path!r}: {error}", store=self) from None
-        self._lock = threading.RLock()
+        self._lock = _lock_for(self._db) if not self._owned else threading.RLock()
         self._cache = VectorIndex()
         self._rowids: dict[int, str] = {}  # the cache's rows: rowid -> id
         self._rowid_of: dict[str, int] = {}  # and id -> rowid
@@ -196,7 +214,13 @@ class SqliteEmbeddingStore:
             if len({e.dimension for e in embeddings}) > 1:
                 raise ConfigurationError("add_all() got embeddings of several dimensions")
             last = {r[0]: n for n, r in enumerate(rows)}  # a repeated id: the last one wins
-            rows = [rows[n] for n in sorted(last.values())]
+            order = sorted(last.values())
+            rows = [rows[n] for n in order]
+            added = (
+                [new_ids[n] for n in order],
+                np.asarray([embeddings[n].vector for n in order], dtype=np.float32),
+                [lined_segments[n] for n in order],
+            )
             with self._following() as follow, self._writing():
                 self._db.executemany(
                     f"DELETE FROM {self.table} WHERE id = ?", [(r[0],) for r in rows]
@@ -205,7 +229,7 @@ class SqliteEmbeddingStore:
                     f"INSERT INTO {self.table} (id, vector, text, metadata) VALUES (?, ?, ?, ?)",
                     rows,
                 )
-                follow([r[0] for r in rows])
+                follow([r[0] for r in rows], added)
         return new_ids
 
     def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult:
@@ -260,16 +284,18 @@ class SqliteEmbeddingStore:
                 follow(doomed)
 
     @contextmanager
-    def _following(self) -> Iterator[Callable[[Sequence[str]], None]]:
+    def _following(self) -> Iterator[Callable[..., None]]:
         """Keep the cache in step with this store's own write, which the caller makes in the
-        block and reports with the ids it deleted (or replaced). When nothing else committed
-        since the cache was read (data_version, read under the write lock, says so), the cache
-        drops those ids and reads only the rows the write added: no count over the table, no
-        reload after a replacement. Otherwise, or on a shared connection, `_refresh` decides
-        after the write; after a failed write the cache is read again on next use."""
+        block and reports with the ids it deleted (or replaced) and the rows it added (ids,
+        vectors, segments, in insertion order). When nothing else committed since the cache was
+        read (data_version, read under the write lock, says so), the cache drops those ids and
+        takes the added rows as they are, asking the table only for their rowids: no count over
+        the table, no reload after a replacement, no JSON decoded again. Otherwise, or on a
+        shared connection, `_refresh` decides after the write; after a failed write the cache
+        is read again on next use."""
         current = self._owned and self._version is not None
 
-        def follow(deleted: Sequence[str]) -> None:
+        def follow(deleted: Sequence[str], added: _Added | None = None) -> None:
             nonlocal current
             version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
             current = current and version == self._version
@@ -279,10 +305,19 @@ class SqliteEmbeddingStore:
             gone = self._cache.remove(deleted)
             for row_id in deleted:
                 self._rowids.pop(self._rowid_of.pop(row_id, -1), None)
-            rows = self._rows(f"WHERE rowid > {int(known_top)}")
-            self._load(rows, self._cache, self._rowids, self._rowid_of)
-            top = max(int(known_top), int(rows[-1][4]) if rows else 0)
-            self._shape = (known_count - gone + len(rows), top)
+            new = self._db.execute(
+                f"SELECT rowid, id FROM {self.table} WHERE rowid > ? ORDER BY rowid",
+                (int(known_top),),
+            ).fetchall()
+            if added is not None and [r[1] for r in new] == added[0]:
+                self._cache.append(*added)
+                self._rowids.update((int(r[0]), r[1]) for r in new)
+                self._rowid_of.update((r[1], int(r[0])) for r in new)
+            elif new:
+                rows = self._rows(f"WHERE rowid > {int(known_top)}")
+                self._load(rows, self._cache, self._rowids, self._rowid_of)
+            top = max(int(known_top), int(new[-1][0]) if new else 0)
+            self._shape = (known_count - gone + len(new), top)
 
         try:
             yield follow
