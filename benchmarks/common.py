@@ -103,3 +103,41 @@ def exact_top(vectors: Any, query: Any, top: int, keep: Any = None) -> tuple[set
         scores = np.where(keep, scores, -np.inf)
     best = np.argpartition(-scores, top)[:top]
     return {int(i) for i in best}, time.perf_counter() - start
+
+
+def measure_search(
+    name: str, store: Any, vectors: Any, filtered: bool, top: int = 10, queries: int = 200
+) -> list[object]:
+    """One row: the search latency p50/p95 of `store` over `vectors` (the top `top`; a filter
+    keeps half the rows when `filtered`), the numpy brute-force floor, and recall against it."""
+    import numpy as np
+
+    from chatmemory.rag import Embedding, EmbeddingSearchRequest, key
+
+    probes = unit_vectors(queries, seed=99)
+    keep = (np.arange(len(vectors)) % 2 == 0) if filtered else None
+    condition = key("half").eq(0) if filtered else None
+    ours: list[float] = []
+    floor: list[float] = []
+    recalls: list[float] = []
+    for query in probes:
+        request = EmbeddingSearchRequest(
+            query_embedding=Embedding(tuple(query.tolist())), max_results=top, filter=condition
+        )
+        start = time.perf_counter()
+        matches = store.search(request).matches
+        ours.append(time.perf_counter() - start)
+        found = {int(m.embedded.text.split()[1]) for m in matches if m.embedded}
+        truth, seconds = exact_top(vectors, query, top, keep)
+        floor.append(seconds)
+        recalls.append(len(found & truth) / top)
+    return [
+        name,
+        f"{len(vectors):,}",
+        "half the rows" if filtered else "none",
+        f"{statistics.median(ours) * 1e3:,.2f} ms",
+        f"{percentile(ours, 0.95) * 1e3:,.2f} ms",
+        f"{statistics.median(floor) * 1e3:,.2f} ms",
+        f"{statistics.median(ours) / statistics.median(floor):.1f}×",
+        f"{statistics.mean(recalls):.3f}",
+    ]

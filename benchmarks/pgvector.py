@@ -10,19 +10,17 @@ embeddings (64 Gaussian clusters, unit length), not uniform noise, which no inde
 
 from __future__ import annotations
 
-import statistics
 import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 from tests.rag.pgvector_server import pgvector_dsn
 
-from chatmemory.rag import Embedding, EmbeddingSearchRequest, TextSegment, key
+from chatmemory.rag import Embedding, TextSegment
 from chatmemory.rag.pgvector import PgVectorEmbeddingStore
 
-from .common import exact_top, percentile, table, unit_vectors
+from .common import measure_search, table, unit_vectors
 
 DIMENSION = 384
 QUERIES = 200
@@ -48,34 +46,6 @@ def _load(store: PgVectorEmbeddingStore, vectors: Any) -> float:
     return time.perf_counter() - start
 
 
-def _measure(store: PgVectorEmbeddingStore, vectors: Any, filtered: bool) -> list[object]:
-    queries = unit_vectors(QUERIES, seed=99)
-    keep = (np.arange(len(vectors)) % 2 == 0) if filtered else None
-    condition = key("half").eq(0) if filtered else None
-    ours: list[float] = []
-    floor: list[float] = []
-    recalls: list[float] = []
-    for query in queries:
-        request = EmbeddingSearchRequest(
-            query_embedding=Embedding(tuple(query.tolist())), max_results=TOP, filter=condition
-        )
-        start = time.perf_counter()
-        matches = store.search(request).matches
-        ours.append(time.perf_counter() - start)
-        found = {int(m.embedded.text.split()[1]) for m in matches if m.embedded}
-        truth, seconds = exact_top(vectors, query, TOP, keep)
-        floor.append(seconds)
-        recalls.append(len(found & truth) / TOP)
-    return [
-        f"{len(vectors):,}",
-        "half the rows" if filtered else "none",
-        f"{statistics.median(ours) * 1e3:,.2f} ms",
-        f"{percentile(ours, 0.95) * 1e3:,.2f} ms",
-        f"{statistics.median(floor) * 1e3:,.2f} ms",
-        f"{statistics.mean(recalls):.3f}",
-    ]
-
-
 def run(quick: bool = False) -> Iterator[str]:
     sizes = (2_000, 10_000) if quick else (10_000, 100_000)
     rows: list[list[object]] = []
@@ -88,14 +58,14 @@ def run(quick: bool = False) -> Iterator[str]:
             ) as store:
                 seconds = _load(store, vectors)
                 loads.append([f"{size:,}", f"{size / seconds:,.0f} vectors/s"])
-                rows.append(_measure(store, vectors, filtered=False))
-                rows.append(_measure(store, vectors, filtered=True))
+                rows.append(measure_search("pgvector", store, vectors, False, TOP, QUERIES))
+                rows.append(measure_search("pgvector", store, vectors, True, TOP, QUERIES))
                 with store._pool.connection() as conn:
                     conn.execute(f"DROP TABLE {store.table}")
     yield table(
         f"pgvector search, top {TOP} of {DIMENSION}-dimension vectors ({QUERIES} queries; "
         f"floor: exact numpy brute force in memory)",
-        ["vectors", "filter", "p50", "p95", "floor p50", "recall@10"],
+        ["store", "vectors", "filter", "p50", "p95", "floor p50", "ratio", "recall@10"],
         rows,
     )
     yield table("pgvector ingestion (add_all, batches of 1,000)", ["vectors", "rate"], loads)

@@ -36,7 +36,7 @@ from chatmemory.rag import (
     key,
 )
 
-from .common import exact_top, percentile, table, unit_vectors
+from .common import measure_search, percentile, table, unit_vectors
 
 DIMENSION = 384
 QUERIES = 200
@@ -52,36 +52,6 @@ def _fill(store: Any, vectors: Any) -> float:
             [TextSegment(f"row {first + i}", {"half": (first + i) % 2}) for i in range(len(chunk))],
         )
     return time.perf_counter() - start
-
-
-def _measure(name: str, store: Any, vectors: Any, filtered: bool) -> list[object]:
-    queries = unit_vectors(QUERIES, seed=99)
-    keep = (np.arange(len(vectors)) % 2 == 0) if filtered else None
-    condition = key("half").eq(0) if filtered else None
-    ours: list[float] = []
-    floor: list[float] = []
-    recalls: list[float] = []
-    for query in queries:
-        request = EmbeddingSearchRequest(
-            query_embedding=Embedding(tuple(query.tolist())), max_results=TOP, filter=condition
-        )
-        start = time.perf_counter()
-        matches = store.search(request).matches
-        ours.append(time.perf_counter() - start)
-        found = {int(m.embedded.text.split()[1]) for m in matches if m.embedded}
-        truth, seconds = exact_top(vectors, query, TOP, keep)
-        floor.append(seconds)
-        recalls.append(len(found & truth) / TOP)
-    return [
-        name,
-        f"{len(vectors):,}",
-        "half the rows" if filtered else "none",
-        f"{statistics.median(ours) * 1e3:,.2f} ms",
-        f"{percentile(ours, 0.95) * 1e3:,.2f} ms",
-        f"{statistics.median(floor) * 1e3:,.2f} ms",
-        f"{statistics.median(ours) / statistics.median(floor):.1f}×",
-        f"{statistics.mean(recalls):.3f}",
-    ]
 
 
 def _full_text(store: Any, size: int) -> list[list[object]]:
@@ -155,8 +125,8 @@ def run(quick: bool = False) -> Iterator[str]:
                 for name, store in (("in-memory", memory), ("SQLite", sqlite)):
                     seconds = _fill(store, vectors)
                     loads.append([name, f"{size:,}", f"{size / seconds:,.0f} vectors/s"])
-                    rows.append(_measure(name, store, vectors, filtered=False))
-                    rows.append(_measure(name, store, vectors, filtered=True))
+                    rows.append(measure_search(name, store, vectors, filtered=False))
+                    rows.append(measure_search(name, store, vectors, filtered=True))
                 fresh = SqliteEmbeddingStore(Path(directory) / f"bench{size}.db")
                 start = time.perf_counter()
                 fresh.search(EmbeddingSearchRequest(query_embedding=Embedding((1.0,) * DIMENSION)))

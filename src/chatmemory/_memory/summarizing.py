@@ -205,7 +205,51 @@ def _check_model(model: object, *, async_: bool) -> None:
         )
 
 
-class SummarizingChatMemory:
+class _Summarizing:
+    """What both memories share: the fold's settings, the inner token window, the model port."""
+
+    def __init__(
+        self,
+        inner: Any,
+        port: _SyncPort | _AsyncPort,
+        *,
+        max_tokens: int,
+        estimator: TokenCountEstimator,
+        keep_last: int,
+        prompt: PromptTemplate,
+        max_summary_tokens: int | None,
+        on_summary_error: OnError,
+    ) -> None:
+        self._folding = _Folding(
+            max_tokens=max_tokens,
+            estimator=estimator,
+            keep_last=keep_last,
+            prompt=prompt,
+            max_summary_tokens=max_summary_tokens,
+            on_summary_error=on_summary_error,
+        )
+        self._inner = inner
+        self._port = port
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(id={self.id!r}, max_tokens={self._folding.max_tokens}, "
+            f"store={self._inner.store!r})"
+        )
+
+    @property
+    def id(self) -> str:
+        return str(self._inner.id)
+
+    @property
+    def store(self) -> Any:
+        return self._inner.store
+
+    def fits(self, messages: Sequence[ChatMessage]) -> bool:
+        return bool(self._inner.fits(messages))
+
+
+class SummarizingChatMemory(_Summarizing):
     """A token window (`max_tokens` by `estimator`) whose evicted messages are folded by
     `chat_model` into a running summary kept right after the system message.
 
@@ -228,7 +272,12 @@ class SummarizingChatMemory:
         on_summary_error: OnError = "evict",
     ) -> None:
         _check_model(chat_model, async_=False)
-        self._folding = _Folding(
+        inner = TokenWindowChatMemory(
+            max_tokens=max_tokens, estimator=estimator, id=id, store=store
+        )
+        super().__init__(
+            inner,
+            _SyncPort(inner, chat_model),
             max_tokens=max_tokens,
             estimator=estimator,
             keep_last=keep_last,
@@ -236,24 +285,6 @@ class SummarizingChatMemory:
             max_summary_tokens=max_summary_tokens,
             on_summary_error=on_summary_error,
         )
-        self._inner = TokenWindowChatMemory(
-            max_tokens=max_tokens, estimator=estimator, id=id, store=store
-        )
-        self._port = _SyncPort(self._inner, chat_model)
-
-    def __repr__(self) -> str:
-        return (
-            f"SummarizingChatMemory(id={self.id!r}, max_tokens={self._folding.max_tokens}, "
-            f"store={self._inner.store!r})"
-        )
-
-    @property
-    def id(self) -> str:
-        return self._inner.id
-
-    @property
-    def store(self) -> Any:
-        return self._inner.store
 
     def messages(self) -> list[ChatMessage]:
         """The window: the system message, the running summary, then the newest messages."""
@@ -271,16 +302,13 @@ class SummarizingChatMemory:
     def clear(self) -> None:
         self._inner.clear()
 
-    def fits(self, messages: Sequence[ChatMessage]) -> bool:
-        return self._inner.fits(messages)
-
     def summary(self) -> str | None:
         """The running summary's text, None before the first fold."""
         found = next((m for m in self._inner.messages() if is_summary(m)), None)
         return summary_text(found) if found is not None else None
 
 
-class AsyncSummarizingChatMemory:
+class AsyncSummarizingChatMemory(_Summarizing):
     """`SummarizingChatMemory` for asyncio: the same fold, awaited store and model calls
     (`achat`, or `chat` on a worker thread)."""
 
@@ -298,7 +326,12 @@ class AsyncSummarizingChatMemory:
         on_summary_error: OnError = "evict",
     ) -> None:
         _check_model(chat_model, async_=True)
-        self._folding = _Folding(
+        inner = AsyncTokenWindowChatMemory(
+            max_tokens=max_tokens, estimator=estimator, id=id, store=store
+        )
+        super().__init__(
+            inner,
+            _AsyncPort(inner, chat_model),
             max_tokens=max_tokens,
             estimator=estimator,
             keep_last=keep_last,
@@ -306,24 +339,6 @@ class AsyncSummarizingChatMemory:
             max_summary_tokens=max_summary_tokens,
             on_summary_error=on_summary_error,
         )
-        self._inner = AsyncTokenWindowChatMemory(
-            max_tokens=max_tokens, estimator=estimator, id=id, store=store
-        )
-        self._port = _AsyncPort(self._inner, chat_model)
-
-    def __repr__(self) -> str:
-        return (
-            f"AsyncSummarizingChatMemory(id={self.id!r}, max_tokens={self._folding.max_tokens}, "
-            f"store={self._inner.store!r})"
-        )
-
-    @property
-    def id(self) -> str:
-        return self._inner.id
-
-    @property
-    def store(self) -> Any:
-        return self._inner.store
 
     async def messages(self) -> list[ChatMessage]:
         return ordered(await self._inner.messages())
@@ -339,9 +354,6 @@ class AsyncSummarizingChatMemory:
 
     async def clear(self) -> None:
         await self._inner.clear()
-
-    def fits(self, messages: Sequence[ChatMessage]) -> bool:
-        return self._inner.fits(messages)
 
     async def summary(self) -> str | None:
         found = next((m for m in await self._inner.messages() if is_summary(m)), None)

@@ -21,6 +21,7 @@ __all__ = [
     "EmbeddingSearchResult",
     "EmbeddingStore",
     "FullTextSearch",
+    "SingleWrites",
     "cosine_similarity",
     "relevance_score",
 ]
@@ -186,6 +187,34 @@ def check_text_search(text: object, max_results: object, filter: object) -> None
         raise ConfigurationError(f"`max_results` must be an int >= 1, got {max_results!r}")
     if filter is not None and not isinstance(filter, Filter):
         raise ConfigurationError(f"`filter` must be a Filter, got {filter!r}")
+
+
+class SingleWrites:
+    """`add` and `remove` of one embedding, for a store that implements `add_all` and
+    `remove_all` (every built-in store)."""
+
+    def add_all(
+        self,
+        embeddings: Sequence[Embedding],
+        segments: Sequence[TextSegment] | None = None,
+        *,
+        ids: Sequence[str] | None = None,
+    ) -> list[str]:
+        raise NotImplementedError
+
+    def remove_all(self, ids: Sequence[str] | None = None, *, filter: Filter | None = None) -> None:
+        raise NotImplementedError
+
+    def add(
+        self, embedding: Embedding, segment: TextSegment | None = None, *, id: str | None = None
+    ) -> str:
+        """Store one embedding; returns its id (a new UUID unless `id` is given)."""
+        ids = None if id is None else [id]
+        return self.add_all([embedding], None if segment is None else [segment], ids=ids)[0]
+
+    def remove(self, id: str) -> None:
+        """Remove the embedding `id` (nothing happens when it is not stored)."""
+        self.remove_all([id])
 
 
 @runtime_checkable

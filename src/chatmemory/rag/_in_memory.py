@@ -19,6 +19,7 @@ from ._embeddings import (
     EmbeddingMatch,
     EmbeddingSearchRequest,
     EmbeddingSearchResult,
+    SingleWrites,
     check_removal,
     check_text_search,
 )
@@ -29,7 +30,7 @@ from ._vectors import VectorIndex, check_embeddings
 __all__ = ["InMemoryEmbeddingStore"]
 
 
-class InMemoryEmbeddingStore:
+class InMemoryEmbeddingStore(SingleWrites):
     """Embeddings and their segments in memory: cosine search over a numpy matrix, the
     relevance score (cos + 1) / 2, metadata filters, BM25 full-text search for hybrid
     retrieval. `to_json()` / `save(path)` write LangChain4j's `InMemoryEmbeddingStore` JSON
@@ -49,13 +50,6 @@ class InMemoryEmbeddingStore:
 
     def __len__(self) -> int:
         return len(self._index)
-
-    def add(
-        self, embedding: Embedding, segment: TextSegment | None = None, *, id: str | None = None
-    ) -> str:
-        return self.add_all(
-            [embedding], None if segment is None else [segment], ids=None if id is None else [id]
-        )[0]
 
     def add_all(
         self,
@@ -91,9 +85,6 @@ class InMemoryEmbeddingStore:
         check_text_search(text, max_results, filter)
         with self._lock:
             return self._index.search_text(text, max_results, filter)
-
-    def remove(self, id: str) -> None:
-        self.remove_all([id])
 
     def remove_all(self, ids: Sequence[str] | None = None, *, filter: Filter | None = None) -> None:
         check_removal(ids, filter)

@@ -26,6 +26,7 @@ from ._embeddings import (
     EmbeddingMatch,
     EmbeddingSearchRequest,
     EmbeddingSearchResult,
+    SingleWrites,
     check_removal,
     check_text_search,
 )
@@ -57,7 +58,7 @@ def _modules() -> tuple[Any, Any, Any, Any]:
     return numpy, psycopg, psycopg_pool, register_vector
 
 
-class PgVectorEmbeddingStore:
+class PgVectorEmbeddingStore(SingleWrites):
     """Embeddings in a PostgreSQL table, searched with pgvector.
 
     ``PgVectorEmbeddingStore("postgresql://localhost/app", dimension=384)`` keeps its own
@@ -147,13 +148,6 @@ class PgVectorEmbeddingStore:
 
     # -- writing -----------------------------------------------------------------------------
 
-    def add(
-        self, embedding: Embedding, segment: TextSegment | None = None, *, id: str | None = None
-    ) -> str:
-        """Store one embedding; returns its id (a new UUID unless `id` is given)."""
-        ids = None if id is None else [id]
-        return self.add_all([embedding], None if segment is None else [segment], ids=ids)[0]
-
     def add_all(
         self,
         embeddings: Sequence[Embedding],
@@ -196,10 +190,6 @@ class PgVectorEmbeddingStore:
             ):
                 cursor.executemany(self._sql.upsert, rows)
         return chosen
-
-    def remove(self, id: str) -> None:
-        """Remove the embedding `id` (nothing happens when it is not stored)."""
-        self.remove_all([id])
 
     def remove_all(self, ids: Sequence[str] | None = None, *, filter: Filter | None = None) -> None:
         """Remove these ids, or what matches `filter`, or (neither given) everything."""

@@ -32,6 +32,7 @@ from ._embeddings import (
     EmbeddingMatch,
     EmbeddingSearchRequest,
     EmbeddingSearchResult,
+    SingleWrites,
     check_removal,
     check_text_search,
 )
@@ -59,7 +60,7 @@ def _lock_for(connection: sqlite3.Connection) -> threading.RLock:
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 
-class SqliteEmbeddingStore:
+class SqliteEmbeddingStore(SingleWrites):
     """Embeddings in the table `table` of the SQLite file at `path` (created when missing).
 
     `path` may also be an open `sqlite3.Connection` (the one your application already keeps
@@ -182,13 +183,6 @@ class SqliteEmbeddingStore:
         except sqlite3.Error as error:
             raise StoreError(f"cannot {doing} in {self.path!r}: {error}", store=self) from None
 
-    def add(
-        self, embedding: Embedding, segment: TextSegment | None = None, *, id: str | None = None
-    ) -> str:
-        return self.add_all(
-            [embedding], None if segment is None else [segment], ids=None if id is None else [id]
-        )[0]
-
     def add_all(
         self,
         embeddings: Sequence[Embedding],
@@ -264,9 +258,6 @@ class SqliteEmbeddingStore:
                 max_results,
                 filter,
             )
-
-    def remove(self, id: str) -> None:
-        self.remove_all([id])
 
     def remove_all(self, ids: Sequence[str] | None = None, *, filter: Filter | None = None) -> None:
         check_removal(ids, filter)
