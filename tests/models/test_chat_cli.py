@@ -166,3 +166,26 @@ def test_with_no_model_configured_it_says_how_to_set_one(
     assert "--base-url" in result.output
     assert "http://localhost:11434/v1" in result.output
     assert not (tmp_path / "x.db").exists()
+
+
+def test_the_same_session_in_process(server: FakeServer, tmp_path: Path) -> None:
+    """The pseudo-terminal tests run a child process; this one drives the same command in this
+    process (input piped), so every path is measured too."""
+    server.reply(answer("Hello", "!"), Reply(500, {"error": {"message": "boom"}}))
+    lines = ["/help", "Hi", "again", "/window", "/system Be brief.", "/history", "/nope", "/clear"]
+    where = ["--base-url", f"{server.url}/v1", "--db", str(tmp_path / "c.db")]
+    result = CliRunner().invoke(
+        cli,
+        ["chat", *where, "--model", "gpt-4o", "--memory-id", "m"],
+        input="\n".join([*lines, "", "/exit"]) + "\n",
+        env={"OPENAI_API_KEY": ""},
+    )
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "chatting with gpt-4o (openai) as 'm'" in out
+    assert "Hello!" in out
+    assert "error: " in out  # the 500 (no retry on a local server answer), reported
+    assert "2 message(s):" in out
+    assert "system message set" in out
+    assert "unknown command /nope" in out
+    assert "conversation cleared" in out
