@@ -211,6 +211,10 @@ def test_fit_appended_is_fit_on_a_fitted_window(
     total = sum(e.size for e in [*kept, *added])
     shortcut = fit_appended(kept, added, size, capacity=second, total=total)
     full = fit([*kept, *added], size, capacity=second)
+    if not any(has_tool_traffic(e.message) for e in kept):  # what a window without tools says
+        assert fit_appended(kept, added, size, capacity=second, total=total, tools=False) == (
+            shortcut
+        )
     if shortcut is not None:
         assert shortcut == full
     else:  # it declines only for a pending call at the end, or a call it cannot pair by id

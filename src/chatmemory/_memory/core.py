@@ -58,25 +58,27 @@ class _View:
     entries: list[_Entry]
     total: int
     """The overhead plus the size of every entry."""
-    tools: bool
-    """Whether any entry may be a tool call or result (then fitting looks at tool groups)."""
-    fitted: tuple[int, Fitted[_Entry]] | None = field(default=None)
-    """The last `fit` of `entries`, with the capacity it was made for."""
+    tools: int
+    """How many entries are tool calls or results (then fitting looks at tool groups)."""
+    fitted: tuple[int, list[_Entry]] | None = field(default=None)
+    """The entries the last `fit` of `entries` kept, with the capacity it was made for."""
+    listed: list[ChatMessage] | None = None
+    """The messages of those entries, once asked for (callers get copies)."""
     clean: bool = False
     """True when `entries` are a window `fit` returned, exactly the snapshot's rows."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Plan:
     """What a write wants the window to be: arranged entries, the new ones among them, and
     their total and tool flag when the writer kept them (else they are computed)."""
 
-    entries: list[_Entry]
+    entries: list[_Entry] | None
+    """None when the plan only appends `added` to the view's entries."""
     added: list[_Entry]
     total: int | None = None
-    tools: bool | None = None
-    appended: bool = False
-    """True when `entries` are the view's entries followed by `added`."""
+    tools: int | None = None
+    """How many of the entries are tool calls or results."""
 
 
 class MemoryCore:
@@ -102,7 +104,7 @@ class MemoryCore:
 
     def messages(self) -> Flow[list[ChatMessage]]:
         view = yield from self._load()
-        return [e.message for e in self._fit(view).kept]
+        return list(self._fit(view))
 
     def add(self, messages: Sequence[ChatMessage]) -> Flow[None]:
         if not messages:
@@ -115,27 +117,42 @@ class MemoryCore:
         view = yield from self._load()
         changes = self._plan_add(view, messages)
         if changes is None:
-            return [e.message for e in self._fit(view).kept]
+            return list(self._fit(view))
         fitted, _ = self._fit_plan(view, changes, self.budget.capacity(self.memory_id))
         return [e.message for e in fitted.kept]
 
     def _plan_add(self, view: _View | None, messages: Sequence[ChatMessage]) -> _Plan | None:
-        """`messages` placed after the view's entries (a system message replaces the old one)."""
-        entries = view.entries if view is not None else []
+        """`messages` placed after the view's entries (a system message replaces the old one).
+
+        Plain messages are only appended: the entries are listed (a copy of the window) only
+        when a system message has to be placed, or when fitting needs them (`_fit_plan`).
+        """
+        size = self.budget.size
+        base = view.entries if view is not None else []
+        entries: list[_Entry] | None = None if view is not None else []
         added: list[_Entry] = []
         for message in messages:
-            new = _Entry(message, self.budget.size(message))
-            placed = place(entries, new, system_first=self.system_first)
-            if placed is not None:
+            new = _Entry(message, size(message))
+            if isinstance(message, SystemMessage):
+                current = entries if entries is not None else [*base, *added]
+                placed = place(current, new, system_first=self.system_first)
+                if placed is None:
+                    continue  # a repeat of the system message
                 entries = placed
-                added.append(new)
+            elif entries is not None:
+                entries.append(new)
+            added.append(new)
         if not added:
-            return None  # only a repeat of the system message
-        if view is None or any(isinstance(e.message, SystemMessage) for e in added):
-            return _Plan(entries, added)  # a system message may have replaced another
-        total = view.total + sum(e.size for e in added)
-        tools = view.tools or any(has_tool_traffic(e.message) for e in added)
-        return _Plan(entries, added, total, tools, appended=True)
+            return None
+        if entries is not None:  # no view, or a system message may have replaced another
+            return _Plan(entries, added)
+        assert view is not None
+        total = view.total
+        tools = view.tools
+        for entry in added:
+            total += entry.size
+            tools += has_tool_traffic(entry.message)
+        return _Plan(None, added, total, tools)
 
     def set(self, messages: Sequence[ChatMessage]) -> Flow[None]:
         def plan(view: _View | None) -> _Plan:
@@ -173,7 +190,12 @@ class MemoryCore:
         def attempt() -> Flow[bool]:
             nonlocal checked
             while True:
-                view = (yield from self._load(check=checked)) if self.windowed or read else None
+                if not checked:
+                    view: _View | None = self._view  # windowed, kept: see above
+                elif self.windowed or read:
+                    view = yield from self._load()
+                else:
+                    view = None
                 changes = plan(view)
                 done = None if changes is None else (yield from self._commit(view, changes))
                 if done is None and not checked:
@@ -184,15 +206,12 @@ class MemoryCore:
 
         yield from optimistic(attempt, store=self.store, memory_id=self.memory_id)
 
-    def _load(self, *, check: bool = True) -> Flow[_View]:
-        """The store's window: the kept view when the store says it has not changed, or
-        without asking at all when not `check` (see `_write`)."""
+    def _load(self) -> Flow[_View]:
+        """The store's window: the kept view when the store says it has not changed."""
         if not self.windowed:
             stored = yield from call(ChatMemoryStore.get_messages, self.memory_id)
             rows = [StoredMessage(i, m) for i, m in enumerate(check_messages(stored, "the store"))]
             return self._new_view(WindowSnapshot(-1, tuple(rows)))
-        if self._view is not None and not check:
-            return self._view
         since = self._view.snapshot if self._view is not None else None
         snapshot = yield from call(WindowStore.load_window, self.memory_id, since=since)
         if self._view is None or snapshot is not since:
@@ -204,40 +223,43 @@ class MemoryCore:
         entries = [_Entry(row.message, row_size(row), row) for row in snapshot.rows]
         entries = arrange(entries, system_first=self.system_first)
         total = self.budget.overhead + sum(e.size for e in entries)
-        tools = any(has_tool_traffic(e.message) for e in entries)
+        tools = sum(has_tool_traffic(e.message) for e in entries)
         return _View(snapshot, entries, total, tools)
 
-    def _fit(self, view: _View) -> Fitted[_Entry]:
+    def _fit(self, view: _View) -> list[ChatMessage]:
+        """The messages of the view fitted to the current capacity (kept: callers copy)."""
         capacity = self.budget.capacity(self.memory_id)
         if view.fitted is None or view.fitted[0] != capacity:
-            fitted = fit(view.entries, _size, capacity=capacity, total=view.total, tools=view.tools)
-            view.fitted = (capacity, fitted)
-        return view.fitted[1]
+            kept = fit(
+                view.entries, _size, capacity=capacity, total=view.total, tools=view.tools > 0
+            ).kept
+            view.fitted, view.listed = (capacity, kept), None
+        if view.listed is None:
+            view.listed = [e.message for e in view.fitted[1]]
+        return view.listed
 
     def _commit(self, view: _View | None, plan: _Plan) -> Flow[bool | None]:
         """Commit the plan's entries fitted to the budget: True, False when another writer
         won, None when there was nothing to write."""
-        added, tools = plan.added, plan.tools
+        added = plan.added
         capacity = self.budget.capacity(self.memory_id)
         fitted, appended = self._fit_plan(view, plan, capacity)
-        if appended:
-            # a clean view's entries are its snapshot's rows: only the evicted ones leave
-            evict = [e.row.seq for e in fitted.evicted if e.row is not None]
-        elif view is not None and self.windowed:
-            kept_rows = {id(e.row) for e in fitted.kept if e.row is not None}
-            evict = [row.seq for row in view.snapshot.rows if id(row) not in kept_rows]
         if view is None or not self.windowed:
             messages = [e.message for e in fitted.kept]
             yield from call(ChatMemoryStore.update_messages, self.memory_id, messages)
             return True
-        evicted_new = {id(e) for e in fitted.evicted if e.row is None}
+        if appended:
+            # a clean view's entries are its snapshot's rows: only the evicted ones leave
+            evict = [e.row.seq for e in fitted.evicted if e.row is not None]
+        else:
+            kept_rows = {id(e.row) for e in fitted.kept if e.row is not None}
+            evict = [row.seq for row in view.snapshot.rows if id(row) not in kept_rows]
+        # new messages evicted at once (larger than the budget) are stored as history only
+        evicted_new = {id(e) for e in fitted.evicted if e.row is None} if fitted.evicted else ()
         counted_by = self.budget.counted_by
         append = [
             NewMessage(
-                e.message,
-                in_window=id(e) not in evicted_new,
-                token_count=e.size if counted_by else None,
-                counted_by=counted_by,
+                e.message, id(e) not in evicted_new, e.size if counted_by else None, counted_by
             )
             for e in added
         ]
@@ -252,7 +274,7 @@ class MemoryCore:
         )
         if committed is None:
             return False  # another writer won; `_load` sees its window on the next attempt
-        self._view = self._after(view, fitted, added, append, evict, committed, capacity, tools)
+        self._view = self._after(view, fitted, added, append, evict, committed, capacity, plan)
         return True
 
     def _fit_plan(
@@ -260,14 +282,27 @@ class MemoryCore:
     ) -> tuple[Fitted[_Entry], bool]:
         """The plan's entries fitted to `capacity`, and whether that took the appended-only
         shortcut (O(added + evicted) on a clean view)."""
+        entries = plan.entries
+        if entries is None:  # appended to the view
+            assert view is not None
+            assert plan.total is not None
+            if view.clean:
+                fitted = fit_appended(
+                    view.entries,
+                    plan.added,
+                    _size,
+                    capacity=capacity,
+                    total=plan.total,
+                    tools=plan.tools != 0,
+                )
+                if fitted is not None:
+                    return fitted, True
+            entries = [*view.entries, *plan.added]
         total = plan.total
         if total is None:
-            total = self.budget.overhead + sum(e.size for e in plan.entries)
-        if plan.appended and view is not None and view.clean:
-            fitted = fit_appended(view.entries, plan.added, _size, capacity=capacity, total=total)
-            if fitted is not None:
-                return fitted, True
-        return fit(plan.entries, _size, capacity=capacity, total=total, tools=plan.tools), False
+            total = self.budget.overhead + sum(e.size for e in entries)
+        tools = None if plan.tools is None else plan.tools > 0
+        return fit(entries, _size, capacity=capacity, total=total, tools=tools), False
 
     def _after(
         self,
@@ -278,7 +313,7 @@ class MemoryCore:
         evict: list[int],
         committed: Committed,
         capacity: int,
-        tools: bool | None,
+        plan: _Plan,
     ) -> _View:
         """The view of the window this commit made, built without reading it back: the rows
         that stayed (evictions are mostly at the head: a slice) and the new ones."""
@@ -304,7 +339,10 @@ class MemoryCore:
                 new_rows.append(entry.row)
         snapshot = WindowSnapshot(committed.version, (*rows, *new_rows), stamp=committed.stamp)
         kept = fitted.kept
-        if tools is None:
-            tools = any(has_tool_traffic(e.message) for e in kept)
-        done = (capacity, Fitted(kept, [], fitted.total))
-        return _View(snapshot, kept, fitted.total, tools, done, clean=True)
+        if plan.tools is None:
+            tools = sum(has_tool_traffic(e.message) for e in kept)
+        else:  # the plan's entries are the kept and the evicted ones
+            tools = plan.tools
+            if tools:
+                tools -= sum(has_tool_traffic(e.message) for e in fitted.evicted)
+        return _View(snapshot, kept, fitted.total, tools, (capacity, kept), clean=True)

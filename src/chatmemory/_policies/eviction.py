@@ -111,21 +111,30 @@ def fit_appended(
     *,
     capacity: int,
     total: int,
+    tools: bool = True,
 ) -> Fitted[E] | None:
     """`fit([*kept, *added])` in O(added + evicted), when `kept` is a window `fit` returned.
 
     Applies when `added` holds no system message and no tool traffic and `kept` does not end
     in a pending tool call (which a plain message would leave without results): then the
     window stays sendable, and only whole units at its head leave. `total` is the overhead plus
-    every size of `kept` and `added`. Returns None when it does not apply: call `fit`.
+    every size of `kept` and `added`; `tools=False` says that no entry of `kept` is a tool call
+    or result either (then every unit is one message). Returns None when it does not apply:
+    call `fit`.
     """
-    if any(isinstance(e.message, SystemMessage) or has_tool_traffic(e.message) for e in added):
-        return None
-    if _ends_pending(kept):
+    for entry in added:
+        message = entry.message
+        if isinstance(message, SystemMessage) or has_tool_traffic(message):
+            return None
+    if tools and _ends_pending(kept):
         return None
     entries = [*kept, *added]
     if total <= capacity:
         return Fitted(entries, [], total)
+    if not tools:
+        oldest = _evict_oldest(entries, size, capacity, total)
+        if oldest is not None:
+            return oldest
     gone: set[int] = set()
     head = 0
     while total > capacity:
@@ -145,6 +154,20 @@ def fit_appended(
     if order and order[-1] - order[0] + 1 == len(order):  # one run (the usual case): slices
         return Fitted([*entries[: order[0]], *entries[order[-1] + 1 :]], evicted, total)
     return Fitted([e for i, e in enumerate(entries) if i not in gone], evicted, total)
+
+
+def _evict_oldest(
+    entries: list[E], size: Callable[[E], int], capacity: int, total: int
+) -> Fitted[E] | None:
+    """`fit` of a window whose units are single messages, when the evicted ones are one run
+    (past a system message at the head); None when a system message stands in that run."""
+    first = end = 1 if entries and isinstance(entries[0].message, SystemMessage) else 0
+    while total > capacity and end < len(entries):
+        if isinstance(entries[end].message, SystemMessage):
+            return None
+        total -= size(entries[end])
+        end += 1
+    return Fitted([*entries[:first], *entries[end:]], entries[first:end], total)
 
 
 def _ends_pending(entries: Sequence[HasMessage]) -> bool:

@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -40,11 +38,11 @@ __all__ = [
     "MIGRATIONS",
     "UPGRADE",
     "Migration",
+    "Transaction",
     "migrate",
     "now_micros",
     "pending",
     "read_time",
-    "transaction",
 ]
 
 
@@ -108,21 +106,30 @@ _CREATE_MIGRATIONS_TABLE = """
 """
 
 
-@contextmanager
-def transaction(connection: sqlite3.Connection, begin: str = "BEGIN IMMEDIATE") -> Iterator[None]:
+class Transaction:
     """Run the block in one transaction: committed at the end, rolled back on any exception.
 
     ``BEGIN IMMEDIATE`` takes the write lock up front, waiting for it up to the busy timeout;
     a deferred transaction that reads first and writes later could fail on the upgrade instead.
+    A class, not a generator: it wraps every commit, where a generator's frames cost more than
+    the statements it runs.
     """
-    connection.execute(begin)
-    try:
-        yield
-        connection.execute("COMMIT")
-    except BaseException:
-        if connection.in_transaction:  # SQLite already rolled back after some errors
+
+    __slots__ = ("_begin", "_connection")
+
+    def __init__(self, connection: sqlite3.Connection, begin: str = "BEGIN IMMEDIATE") -> None:
+        self._connection = connection
+        self._begin = begin
+
+    def __enter__(self) -> None:
+        self._connection.execute(self._begin)
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        connection = self._connection
+        if kind is None:
+            connection.execute("COMMIT")
+        elif connection.in_transaction:  # SQLite already rolled back after some errors
             connection.rollback()
-        raise
 
 
 def _applied(connection: sqlite3.Connection) -> dict[int, str]:
@@ -168,7 +175,7 @@ def migrate(
     """
     if not _pending(connection, migrations, owner):
         return []
-    with transaction(connection):
+    with Transaction(connection):
         connection.execute(_CREATE_MIGRATIONS_TABLE)
         pending = _pending(connection, migrations, owner)
         for migration in pending:

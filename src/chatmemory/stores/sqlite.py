@@ -9,9 +9,8 @@ import sqlite3
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 
@@ -34,7 +33,7 @@ from .._contracts import (
 from .._errors import ConfigurationError, SerializationError, StoreError
 from ._basic import AsyncBasicContract, BasicContract
 from ._rows import MessageReader
-from ._sqlite_schema import UPGRADE, migrate, now_micros, pending, read_time, transaction
+from ._sqlite_schema import UPGRADE, Transaction, migrate, now_micros, pending, read_time
 
 __all__ = ["AsyncSqliteChatMemoryStore", "SqliteChatMemoryStore"]
 
@@ -167,6 +166,35 @@ def _hint(error: sqlite3.Error, timeout: float) -> str:
     return "See the SQLite error this one was raised from"
 
 
+class _Using:
+    """`SqliteChatMemoryStore._using`: a class, not a generator, since it wraps every read and
+    commit, where a generator's frames cost more than the store's own Python."""
+
+    __slots__ = ("_action", "_memory_id", "_store")
+
+    def __init__(self, store: SqliteChatMemoryStore, action: str, memory_id: str | None) -> None:
+        self._store = store
+        self._action = action
+        self._memory_id = memory_id
+
+    def __enter__(self) -> sqlite3.Connection:
+        store = self._store
+        store._lock.acquire()
+        try:
+            return store._connection_for(self._action, self._memory_id)
+        except BaseException:
+            store._lock.release()
+            raise
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, _: object
+    ) -> None:
+        store = self._store
+        store._lock.release()
+        if isinstance(error, sqlite3.Error):
+            raise store._failure(self._action, error, self._memory_id) from error
+
+
 class SqliteChatMemoryStore(BasicContract, WindowStore, HistoryStore):
     """Memories in a SQLite file: the history of every memory id, kept until deleted.
 
@@ -228,6 +256,9 @@ class SqliteChatMemoryStore(BasicContract, WindowStore, HistoryStore):
         """The last `PRAGMA data_version` read (see `_seen`)."""
         self._connection: sqlite3.Connection | None = None
         self._connection = self._open()
+        self._cursor = self._connection.cursor()
+        """Runs the statements of reads and commits (under the lock): one cursor made once,
+        where `connection.execute` makes one per statement."""
 
     @property
     def path(self) -> str:
@@ -247,20 +278,21 @@ class SqliteChatMemoryStore(BasicContract, WindowStore, HistoryStore):
         """
         check_memory_id(memory_id)
         check_errors(errors)
-        with self._using("read the window", memory_id) as connection:
-            seen = self._seen(connection)
+        with self._using("read the window", memory_id):
+            cursor = self._cursor
+            seen = self._seen(cursor)
             if since is not None:
                 if isinstance(since.stamp, tuple) and since.stamp[:2] == seen:
                     return since
-                found = connection.execute(_VERSION, (memory_id,)).fetchone()
+                found = cursor.execute(_VERSION, (memory_id,)).fetchone()
                 if (found[0] if found else 0) == since.version:
                     born = found[1] if found else None
                     object.__setattr__(since, "stamp", (*seen, born))  # confirmed as of now
                     return since
             known = since.rows[-1].seq if since is not None and since.rows else -1
-            rows = connection.execute(_WINDOW, (known, memory_id)).fetchall()
+            rows = cursor.execute(_WINDOW, (known, memory_id)).fetchall()
             if known >= 0 and rows and not _same_life(since, rows[0][1]):
-                rows = connection.execute(_WINDOW, (-1, memory_id)).fetchall()
+                rows = cursor.execute(_WINDOW, (-1, memory_id)).fetchall()
                 since = None
         return self._snapshot(memory_id, rows, since, errors, seen)
 
@@ -304,37 +336,34 @@ class SqliteChatMemoryStore(BasicContract, WindowStore, HistoryStore):
         self._writable(memory_id)
         payloads = [message_to_json(new.message) for new in append]  # before taking any lock
         evicted = [int(seq) for seq in evict]
-        with self._using("commit the window", memory_id) as connection, transaction(connection):
+        with self._using("commit the window", memory_id) as connection, Transaction(connection):
+            cursor = self._cursor
             self._writes += 1
             now = now_micros()
             if version == 0:
-                row = connection.execute(
-                    _CREATE, (memory_id, now, len(payloads), now, now)
-                ).fetchone()
+                row = cursor.execute(_CREATE, (memory_id, now, len(payloads), now, now)).fetchone()
                 first_seq = 0
             else:
-                row = connection.execute(_BUMP, (memory_id, now, len(payloads), version)).fetchone()
+                row = cursor.execute(_BUMP, (memory_id, now, len(payloads), version)).fetchone()
                 first_seq = row[3] if row is not None else 0
             if row is None:
                 return None  # another writer got there first: nothing written
             key, new_version, born, created = row[0], row[1], row[2], row[-1]
             if len(evicted) == 1:  # the usual case: one statement, no executemany
-                connection.execute(_EVICT, (key, evicted[0]))
+                cursor.execute(_EVICT, (key, evicted[0]))
             elif evicted:
-                connection.executemany(_EVICT, [(key, seq) for seq in evicted])
+                cursor.executemany(_EVICT, [(key, seq) for seq in evicted])
             if len(payloads) == 1:
                 new = append[0]
-                connection.execute(_APPEND, (key, first_seq, created, payloads[0]))
+                cursor.execute(_APPEND, (key, first_seq, created, payloads[0]))
                 if new.in_window:
-                    connection.execute(
-                        _ENTER_WINDOW, (key, first_seq, new.token_count, new.counted_by)
-                    )
+                    cursor.execute(_ENTER_WINDOW, (key, first_seq, new.token_count, new.counted_by))
             elif payloads:
-                connection.executemany(
+                cursor.executemany(
                     _APPEND,
                     [(key, first_seq + i, created, text) for i, text in enumerate(payloads)],
                 )
-                connection.executemany(
+                cursor.executemany(
                     _ENTER_WINDOW,
                     [
                         (key, first_seq + i, new.token_count, new.counted_by)
@@ -352,7 +381,7 @@ class SqliteChatMemoryStore(BasicContract, WindowStore, HistoryStore):
         """Forget `memory_id`: its window, its whole history and the id itself."""
         check_memory_id(memory_id)
         self._writable(memory_id)
-        with self._using("delete the memory", memory_id) as connection, transaction(connection):
+        with self._using("delete the memory", memory_id) as connection, Transaction(connection):
             self._writes += 1
             row = connection.execute(_KEY, (memory_id,)).fetchone()
             if row is not None:
@@ -418,7 +447,7 @@ class SqliteChatMemoryStore(BasicContract, WindowStore, HistoryStore):
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _seen(self, connection: sqlite3.Connection) -> tuple[int, int]:
+    def _seen(self, cursor: sqlite3.Cursor) -> tuple[int, int]:
         """What changes whenever the file may have: another connection's commit bumps SQLite's
         data_version, ours bump `_writes` (counted on every attempt, so a failed one also
         invalidates). A commit stamps its snapshot with the data_version last read, which
@@ -426,7 +455,7 @@ class SqliteChatMemoryStore(BasicContract, WindowStore, HistoryStore):
 
         A snapshot's stamp is this plus the creation time of the memory id's row, which tells
         the life of the memory id its rows belong to."""
-        self._data_version = connection.execute("PRAGMA data_version").fetchone()[0]
+        self._data_version = cursor.execute("PRAGMA data_version").fetchone()[0]
         return self._data_version, self._writes
 
     def _open(self) -> sqlite3.Connection:
@@ -508,29 +537,28 @@ class SqliteChatMemoryStore(BasicContract, WindowStore, HistoryStore):
             )
         return connection
 
-    @contextmanager
-    def _using(self, action: str, memory_id: str | None) -> Iterator[sqlite3.Connection]:
+    def _using(self, action: str, memory_id: str | None) -> _Using:
         """The connection, held under the lock; SQLite errors become `StoreError`."""
-        with self._lock:
-            connection = self._connection
-            if connection is None:
-                raise StoreError(
-                    f"cannot {action}: the store is closed; open a new {type(self).__name__}",
-                    store=self,
-                    memory_id=memory_id,
-                )
-            if self._pid != os.getpid():
-                raise StoreError(
-                    f"cannot {action}: this store was opened in process {self._pid} and came "
-                    f"into this one through fork(), which SQLite connections do not survive; "
-                    f"open a new {type(self).__name__} in this process",
-                    store=self,
-                    memory_id=memory_id,
-                )
-            try:
-                yield connection
-            except sqlite3.Error as error:
-                raise self._failure(action, error, memory_id) from error
+        return _Using(self, action, memory_id)
+
+    def _connection_for(self, action: str, memory_id: str | None) -> sqlite3.Connection:
+        """The open connection of this process (the caller holds the lock)."""
+        connection = self._connection
+        if connection is None:
+            raise StoreError(
+                f"cannot {action}: the store is closed; open a new {type(self).__name__}",
+                store=self,
+                memory_id=memory_id,
+            )
+        if self._pid != os.getpid():
+            raise StoreError(
+                f"cannot {action}: this store was opened in process {self._pid} and came "
+                f"into this one through fork(), which SQLite connections do not survive; "
+                f"open a new {type(self).__name__} in this process",
+                store=self,
+                memory_id=memory_id,
+            )
+        return connection
 
     def _failure(self, action: str, error: sqlite3.Error, memory_id: str | None) -> StoreError:
         return StoreError(
