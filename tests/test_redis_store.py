@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
@@ -42,7 +42,9 @@ from tests.stores.backends import AwaitableFacade, memory_for
 redis = pytest.importorskip("redis")
 from redis import Redis  # noqa: E402
 from redis.asyncio import Redis as AsyncRedis  # noqa: E402
+from redis.asyncio.connection import Connection as AsyncRedisConnection  # noqa: E402
 from redis.backoff import NoBackoff  # noqa: E402
+from redis.connection import Connection as RedisConnection  # noqa: E402
 from redis.crc import key_slot  # noqa: E402
 from redis.retry import Retry  # noqa: E402
 
@@ -529,22 +531,38 @@ def test_sync_and_async_stores_share_the_same_data(
 # --- round trips ------------------------------------------------------------------------------
 
 
-class _Recording(Redis):
-    """A client that notes the name of every command it sends."""
-
-    sent: list[str]
-
-    def execute_command(self, *args: Any, **options: Any) -> Any:
-        self.sent.append(str(args[0]).upper())
-        return super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
+_SETUP = frozenset({"AUTH", "CLIENT", "HELLO", "PING", "SELECT"})
 
 
-class _AsyncRecording(AsyncRedis):
-    sent: list[str]
+def _name(command: Any) -> str | None:
+    """The command's name as sent, or None for what a connection sends while connecting."""
+    name = (command.decode() if isinstance(command, bytes) else str(command)).upper()
+    return None if name.split()[0] in _SETUP else name
 
-    async def execute_command(self, *args: Any, **options: Any) -> Any:
-        self.sent.append(str(args[0]).upper())
-        return await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
+
+def _recording(sent: list[str]) -> Redis:
+    """A client whose connections note the name of every command they send (the store's
+    direct connections come from its pool too)."""
+
+    class Recording(RedisConnection):
+        def pack_command(self, *args: Any) -> Any:
+            name = _name(args[0])
+            if name is not None:
+                sent.append(name)
+            return super().pack_command(*args)  # type: ignore[no-untyped-call]
+
+    return Redis.from_url(REDIS_URL, connection_class=Recording)
+
+
+def _async_recording(sent: list[str]) -> AsyncRedis:
+    class Recording(AsyncRedisConnection):
+        def pack_command(self, *args: Any) -> Any:
+            name = _name(args[0])
+            if name is not None:
+                sent.append(name)
+            return super().pack_command(*args)
+
+    return AsyncRedis.from_url(REDIS_URL, connection_class=Recording)
 
 
 def _new(message: Any) -> NewMessage:
@@ -587,13 +605,13 @@ async def _round_trips(mine: Any, other_store: Any, mode: str, sent: list[str]) 
 
 def test_a_kept_window_is_confirmed_with_one_hget(prefix: str) -> None:
     async def main() -> None:
-        client = cast(_Recording, _Recording.from_url(REDIS_URL))
-        client.sent = []
+        sent: list[str] = []
+        client = _recording(sent)
         with (
             RedisChatMemoryStore(client=client, prefix=prefix) as mine,
             RedisChatMemoryStore(REDIS_URL, prefix=prefix) as other,
         ):
-            await _round_trips(mine, other, "sync", client.sent)
+            await _round_trips(mine, other, "sync", sent)
         client.close()
 
     asyncio.run(main())
@@ -601,13 +619,13 @@ def test_a_kept_window_is_confirmed_with_one_hget(prefix: str) -> None:
 
 def test_an_async_kept_window_is_confirmed_with_one_hget(prefix: str) -> None:
     async def main() -> None:
-        client = cast(_AsyncRecording, _AsyncRecording.from_url(REDIS_URL))
-        client.sent = []
+        sent: list[str] = []
+        client = _async_recording(sent)
         async with (
             AsyncRedisChatMemoryStore(client=client, prefix=prefix) as mine,
             AsyncRedisChatMemoryStore(REDIS_URL, prefix=prefix) as other,
         ):
-            await _round_trips(mine, other, "async", client.sent)
+            await _round_trips(mine, other, "async", sent)
         await client.aclose()
 
     asyncio.run(main())
@@ -616,8 +634,8 @@ def test_an_async_kept_window_is_confirmed_with_one_hget(prefix: str) -> None:
 def test_what_a_store_remembers_per_id_is_bounded(prefix: str) -> None:
     """Keys and "seen changing" marks are kept for at most 1,024 ids, then forgotten together:
     a forgotten id asks for its version first again."""
-    client = cast(_Recording, _Recording.from_url(REDIS_URL))
-    client.sent = []
+    sent: list[str] = []
+    client = _recording(sent)
     with (
         RedisChatMemoryStore(client=client, prefix=prefix) as mine,
         RedisChatMemoryStore(REDIS_URL, prefix=prefix) as other,
@@ -629,13 +647,13 @@ def test_what_a_store_remembers_per_id_is_bounded(prefix: str) -> None:
             assert other.commit_window(
                 "hot", version=version, append=[_new(AiMessage(text))], evict=[]
             )
-            client.sent.clear()
+            sent.clear()
             memory.messages()
             if text == "two":
-                assert client.sent == ["HGET", "EVALSHA"]  # now marked as changing
+                assert sent == ["HGET", "EVALSHA"]  # now marked as changing
                 for n in range(redis_store._KEYS_CACHED):
                     mine.load_window(f"other-{n}")  # fills the memo of keys
-        assert client.sent == ["HGET", "EVALSHA"]  # the mark went with the keys
+        assert sent == ["HGET", "EVALSHA"]  # the mark went with the keys
     client.close()
 
 
