@@ -35,6 +35,7 @@ from .._errors import SerializationError, StoreError
 from ._rows import FIX
 
 __all__ = [
+    "LOST_RACE",
     "MIGRATIONS",
     "UPGRADE",
     "Migration",
@@ -55,6 +56,8 @@ class Migration:
     statements: tuple[str, ...]
     """Run one by one inside the migration's transaction (never as a script: Python's
     `executescript` commits first)."""
+    for_writes: bool = False
+    """True when only writes use what it adds: a read-only store reads a file without it."""
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -92,7 +95,48 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
         ),
     ),
+    Migration(
+        2,
+        "one statement per commit",
+        (
+            # A commit of one message (and at most one eviction) is one INSERT into this view,
+            # atomic in autocommit: its trigger bumps the version, evicts, and appends, in C,
+            # where a transaction of separate statements costs a Python round trip each. The
+            # version check is the UPDATE's WHERE; when it matches nothing, RAISE undoes the
+            # statement and the store reports a lost race (`LOST_RACE`).
+            """
+            CREATE VIEW chatmemory_commit AS SELECT
+                NULL AS memory_key, NULL AS memory_id, NULL AS version, NULL AS now,
+                NULL AS seq, NULL AS evict, NULL AS message, NULL AS in_window,
+                NULL AS token_count, NULL AS counted_by
+            WHERE 0
+            """,
+            """
+            CREATE TRIGGER chatmemory_commit_one INSTEAD OF INSERT ON chatmemory_commit
+            BEGIN
+                UPDATE chatmemory_memories
+                SET version = max(version + 1, NEW.now), next_seq = next_seq + 1,
+                    updated_at = max(updated_at, NEW.now)
+                WHERE memory_key = NEW.memory_key AND memory_id = NEW.memory_id
+                    AND version = NEW.version AND next_seq = NEW.seq;
+                SELECT RAISE(ABORT, 'chatmemory: another writer committed first')
+                WHERE changes() = 0;
+                DELETE FROM chatmemory_window WHERE memory_key = NEW.memory_key AND seq = NEW.evict;
+                INSERT INTO chatmemory_messages (memory_key, seq, created_at, message)
+                SELECT NEW.memory_key, NEW.seq, updated_at, NEW.message
+                FROM chatmemory_memories WHERE memory_key = NEW.memory_key;
+                INSERT INTO chatmemory_window (memory_key, seq, token_count, counted_by)
+                SELECT NEW.memory_key, NEW.seq, NEW.token_count, NEW.counted_by
+                WHERE NEW.in_window;
+            END
+            """,
+        ),
+        for_writes=True,
+    ),
 )
+
+LOST_RACE = "chatmemory: another writer committed first"
+"""The error `chatmemory_commit_one` raises when the memory is no longer at the version given."""
 
 UPGRADE = "open it once without read_only to upgrade it"
 """What to do about a database an older chatmemory wrote, when it was opened read-only."""
@@ -158,8 +202,8 @@ def _pending(
 
 
 def pending(connection: sqlite3.Connection, owner: object) -> list[int]:
-    """The numbers of the migrations the database lacks (reads only)."""
-    return [m.number for m in _pending(connection, MIGRATIONS, owner)]
+    """The numbers of the migrations the database lacks that reading needs (reads only)."""
+    return [m.number for m in _pending(connection, MIGRATIONS, owner) if not m.for_writes]
 
 
 def migrate(

@@ -33,7 +33,15 @@ from .._contracts import (
 from .._errors import ConfigurationError, SerializationError, StoreError
 from ._basic import AsyncBasicContract, BasicContract
 from ._rows import MessageReader
-from ._sqlite_schema import UPGRADE, Transaction, migrate, now_micros, pending, read_time
+from ._sqlite_schema import (
+    LOST_RACE,
+    UPGRADE,
+    Transaction,
+    migrate,
+    now_micros,
+    pending,
+    read_time,
+)
 
 __all__ = ["AsyncSqliteChatMemoryStore", "SqliteChatMemoryStore"]
 
@@ -59,12 +67,22 @@ _APPEND = """
 _ENTER_WINDOW = """
     INSERT INTO chatmemory_window (memory_key, seq, token_count, counted_by) VALUES (?, ?, ?, ?)
 """
-_VERSION = "SELECT version, created_at FROM chatmemory_memories WHERE memory_id = ?"
+_VERSION = (
+    "SELECT version, created_at, memory_key, next_seq FROM chatmemory_memories WHERE memory_id = ?"
+)
+_COMMIT_ONE = """
+    INSERT INTO chatmemory_commit (memory_key, memory_id, version, now, seq, evict, message,
+        in_window, token_count, counted_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+_KEPT = 1024
+"""Memory ids whose key and counters a store keeps for one-statement commits (then it starts
+over)."""
 # One statement is one consistent read: the version and the rows of the same snapshot. The
 # window's primary key gives the rows in seq order (no sort); messages are read only for rows
 # numbered after `?1` (those the caller does not hold yet).
 _WINDOW = """
-    SELECT mem.version, mem.created_at, w.seq, m.message, w.token_count, w.counted_by
+    SELECT mem.version, mem.created_at, w.seq, m.message, w.token_count, w.counted_by,
+        mem.memory_key, mem.next_seq
     FROM chatmemory_memories AS mem
     LEFT JOIN chatmemory_window AS w ON w.memory_key = mem.memory_key
     LEFT JOIN chatmemory_messages AS m ON m.memory_key = w.memory_key AND m.seq = w.seq
@@ -254,6 +272,9 @@ class SqliteChatMemoryStore(BasicContract, WindowStore, HistoryStore):
         self._writes = 0
         self._data_version: int | None = None
         """The last `PRAGMA data_version` read (see `_seen`)."""
+        self._kept: dict[str, tuple[int, int, int, object]] = {}
+        """Per memory id, as this store last read or wrote it: its key, version, next seq and
+        creation time, what a commit of one message needs to be one statement."""
         self._connection: sqlite3.Connection | None = None
         self._connection = self._open()
         self._cursor = self._connection.cursor()
@@ -288,13 +309,25 @@ class SqliteChatMemoryStore(BasicContract, WindowStore, HistoryStore):
                 if (found[0] if found else 0) == since.version:
                     born = found[1] if found else None
                     object.__setattr__(since, "stamp", (*seen, born))  # confirmed as of now
+                    if found:
+                        self._keep(memory_id, found[2], found[0], found[3], born)
                     return since
             known = since.rows[-1].seq if since is not None and since.rows else -1
             rows = cursor.execute(_WINDOW, (known, memory_id)).fetchall()
             if known >= 0 and rows and not _same_life(since, rows[0][1]):
                 rows = cursor.execute(_WINDOW, (-1, memory_id)).fetchall()
                 since = None
+            if rows:
+                first = rows[0]
+                self._keep(memory_id, first[6], first[0], first[7], first[1])
         return self._snapshot(memory_id, rows, since, errors, seen)
+
+    def _keep(self, memory_id: str, key: int, version: int, next_seq: int, born: object) -> None:
+        """Note where `memory_id` stands (see `_kept`): a commit at that version is then one
+        statement, and one made on stale counters fails the version check like any other."""
+        if len(self._kept) >= _KEPT and memory_id not in self._kept:
+            self._kept.clear()
+        self._kept[memory_id] = (key, version, next_seq, born)
 
     def _snapshot(
         self,
@@ -309,7 +342,7 @@ class SqliteChatMemoryStore(BasicContract, WindowStore, HistoryStore):
         held = {row.seq: row for row in since.rows} if since is not None else {}
         window: list[StoredMessage] = []
         unreadable: list[int] = []
-        for _, _, seq, payload, count, counted_by in rows:
+        for _, _, seq, payload, count, counted_by, _, _ in rows:
             if seq is None:
                 continue  # the one row of an empty window
             row = held.get(seq)
@@ -336,6 +369,9 @@ class SqliteChatMemoryStore(BasicContract, WindowStore, HistoryStore):
         self._writable(memory_id)
         payloads = [message_to_json(new.message) for new in append]  # before taking any lock
         evicted = [int(seq) for seq in evict]
+        kept = self._kept.get(memory_id)
+        if kept is not None and kept[1] == version and len(payloads) == 1 and len(evicted) < 2:
+            return self._commit_one(memory_id, kept, append[0], payloads[0], evicted)
         with self._using("commit the window", memory_id) as connection, Transaction(connection):
             cursor = self._cursor
             self._writes += 1
@@ -347,6 +383,7 @@ class SqliteChatMemoryStore(BasicContract, WindowStore, HistoryStore):
                 row = cursor.execute(_BUMP, (memory_id, now, len(payloads), version)).fetchone()
                 first_seq = row[3] if row is not None else 0
             if row is None:
+                self._kept.pop(memory_id, None)
                 return None  # another writer got there first: nothing written
             key, new_version, born, created = row[0], row[1], row[2], row[-1]
             if len(evicted) == 1:  # the usual case: one statement, no executemany
@@ -371,11 +408,41 @@ class SqliteChatMemoryStore(BasicContract, WindowStore, HistoryStore):
                         if new.in_window
                     ],
                 )
+            self._keep(memory_id, key, new_version, first_seq + len(payloads), born)
             # No PRAGMA here: the data_version this connection last read is older than this
             # commit, so a snapshot stamped with it is confirmed the moment nothing else was
             # committed since, and only looked up again (`_VERSION`) otherwise.
             stamp = (self._data_version, self._writes, born)
         return Committed(new_version, first_seq, stamp)
+
+    def _commit_one(
+        self,
+        memory_id: str,
+        kept: tuple[int, int, int, object],
+        new: NewMessage,
+        payload: str,
+        evicted: list[int],
+    ) -> Committed | None:
+        """A commit of one message and at most one eviction as one statement (migration 2),
+        on the counters `_kept` holds; its result follows from them (the statement returns
+        nothing): the version the trigger sets and the seq it appended at."""
+        key, version, seq, born = kept
+        evict = evicted[0] if evicted else None
+        with self._using("commit the window", memory_id):
+            self._writes += 1
+            now = now_micros()
+            row = (key, memory_id, version, now, seq, evict, payload, new.in_window)
+            try:
+                self._cursor.execute(_COMMIT_ONE, (*row, new.token_count, new.counted_by))
+            except sqlite3.IntegrityError as error:
+                if str(error) != LOST_RACE:
+                    raise
+                self._kept.pop(memory_id, None)
+                return None  # another writer got there first: nothing written
+            new_version = max(version + 1, now)
+            self._kept[memory_id] = (key, new_version, seq + 1, born)
+            stamp = (self._data_version, self._writes, born)  # as in `commit_window`
+        return Committed(new_version, seq, stamp)
 
     def delete_messages(self, memory_id: str) -> None:
         """Forget `memory_id`: its window, its whole history and the id itself."""
@@ -383,6 +450,7 @@ class SqliteChatMemoryStore(BasicContract, WindowStore, HistoryStore):
         self._writable(memory_id)
         with self._using("delete the memory", memory_id) as connection, Transaction(connection):
             self._writes += 1
+            self._kept.pop(memory_id, None)
             row = connection.execute(_KEY, (memory_id,)).fetchone()
             if row is not None:
                 for statement in _FORGET:
