@@ -20,6 +20,7 @@ import pytest
 
 from chatmemory import (
     AiMessage,
+    AsyncMessageWindowChatMemory,
     ConfigurationError,
     MessageWindowChatMemory,
     SerializationError,
@@ -929,3 +930,91 @@ def test_unknown_attributes_of_the_stores_package_are_errors() -> None:
 
     with pytest.raises(AttributeError, match="NoSuchStore"):
         chatmemory.stores.NoSuchStore  # noqa: B018
+
+
+# --- direct connections ---------------------------------------------------------------------
+
+
+def test_a_small_pool_is_never_exhausted_by_the_store(prefix: str) -> None:
+    """The window commands borrow connections of the client's pool; a store leaves at most a
+    quarter of the pool's maximum idle, so the client's other commands still get one."""
+    pool = redis.BlockingConnectionPool.from_url(REDIS_URL, max_connections=1, timeout=2)
+    client = Redis(connection_pool=pool)
+    with RedisChatMemoryStore(client=client, prefix=prefix) as store:
+        memory = MessageWindowChatMemory(id="small", max_messages=5, store=store)
+        memory.add(UserMessage("a"))
+        assert memory.messages() == [UserMessage("a")]
+        assert [h.message for h in store.history("small")] == [UserMessage("a")]  # no wait
+        memory.add(AiMessage("b"))
+        assert client.ping()
+    client.close()
+    pool.disconnect()  # a pool passed to a client is not closed with it
+
+
+def test_a_store_gives_the_connections_it_kept_back_to_the_pool_when_closed(prefix: str) -> None:
+    pool = redis.BlockingConnectionPool.from_url(REDIS_URL, max_connections=4, timeout=0.2)
+    client = Redis(connection_pool=pool)
+    store = RedisChatMemoryStore(client=client, prefix=prefix)
+    MessageWindowChatMemory(id="kept", max_messages=5, store=store).add(UserMessage("a"))
+    taken = [pool.get_connection() for _ in range(3)]
+    with pytest.raises(redis.ConnectionError):  # the store keeps the fourth for its next call
+        pool.get_connection()
+    store.close()
+    taken.append(pool.get_connection())  # given back
+    for connection in taken:
+        pool.release(connection)
+    client.close()
+    pool.disconnect()
+
+
+def test_a_store_closed_during_a_call_gives_that_connection_back(prefix: str) -> None:
+    closing: list[RedisChatMemoryStore] = []
+
+    class ClosingOnRead(RedisConnection):
+        def read_response(self, *args: Any, **kwargs: Any) -> Any:
+            if closing:
+                closing.pop().close()  # another thread closing the store meanwhile
+            return super().read_response(*args, **kwargs)
+
+    pool = redis.BlockingConnectionPool.from_url(
+        REDIS_URL, max_connections=4, timeout=0.2, connection_class=ClosingOnRead
+    )
+    client = Redis(connection_pool=pool)
+    store = RedisChatMemoryStore(client=client, prefix=prefix)
+    store.load_window("c")
+    closing.append(store)
+    assert store.load_window("c").version == 0  # the call in flight completes
+    with pytest.raises(StoreError, match="closed"):
+        store.load_window("c")
+    taken = [pool.get_connection() for _ in range(4)]  # every connection is back
+    for connection in taken:
+        pool.release(connection)
+    client.close()
+    pool.disconnect()
+
+
+def test_a_store_inherited_through_fork_takes_new_connections(store: RedisChatMemoryStore) -> None:
+    memory = MessageWindowChatMemory(id="forked", max_messages=5, store=store)
+    memory.add(UserMessage("parent"))
+    store._direct._pid = -1  # as in a child process: the parent's sockets are not its own
+    memory.add(UserMessage("child"))
+    assert memory.messages() == [UserMessage("parent"), UserMessage("child")]
+
+
+def test_an_async_store_on_a_small_pool_gives_each_connection_back(prefix: str) -> None:
+    async def main() -> None:
+        pool = redis.asyncio.BlockingConnectionPool.from_url(
+            REDIS_URL, max_connections=1, timeout=2
+        )
+        client = AsyncRedis(connection_pool=pool)
+        async with AsyncRedisChatMemoryStore(client=client, prefix=prefix) as store:
+            memory = AsyncMessageWindowChatMemory(id="small", max_messages=5, store=store)
+            await memory.add(UserMessage("a"))
+            assert await memory.messages() == [UserMessage("a")]
+            assert len(await store.history("small")) == 1
+            await memory.add(AiMessage("b"))
+            assert await client.ping()
+        await client.aclose()
+        await pool.aclose()  # a pool passed to a client is not closed with it
+
+    asyncio.run(main())

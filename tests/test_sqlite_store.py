@@ -660,3 +660,81 @@ def test_a_token_count_stored_as_text_is_recounted_not_a_type_error(path: Path) 
         window = memory.messages()
         assert window
         assert estimator.count_messages(window) <= 30
+
+
+# -- one-statement commits -------------------------------------------------------------------
+
+
+def _one(text: str) -> list[NewMessage]:
+    return [NewMessage(UserMessage(text))]
+
+
+def test_a_file_without_one_statement_commits_is_read_and_then_upgraded(path: Path) -> None:
+    """Migration 2 adds what only writes use: a read-only store reads a file that lacks it,
+    and the first store that writes adds it."""
+    with SqliteChatMemoryStore(path) as store:
+        store.update_messages("m", [UserMessage("a"), UserMessage("b")])
+    with raw(path) as db:  # the file as chatmemory left it before migration 2
+        db.execute("DROP TRIGGER chatmemory_commit_one")
+        db.execute("DROP VIEW chatmemory_commit")
+        db.execute("DELETE FROM chatmemory_migrations WHERE id = 2")
+    with SqliteChatMemoryStore(path, read_only=True) as reader:
+        assert reader.get_messages("m") == [UserMessage("a"), UserMessage("b")]
+    with raw(path) as db:
+        assert db.execute("SELECT id FROM chatmemory_migrations").fetchall() == [(1,)]
+    with SqliteChatMemoryStore(path) as store:
+        snapshot = store.load_window("m")
+        assert store.commit_window("m", version=snapshot.version, append=_one("c"), evict=[0])
+        assert store.get_messages("m") == [UserMessage("b"), UserMessage("c")]
+    with raw(path) as db:
+        assert db.execute("SELECT id FROM chatmemory_migrations").fetchall() == [(1,), (2,)]
+
+
+def test_a_commit_on_counters_another_store_moved_loses_and_writes_nothing(path: Path) -> None:
+    with SqliteChatMemoryStore(path) as mine, SqliteChatMemoryStore(path) as other:
+        first = mine.commit_window("m", version=0, append=_one("a"), evict=[])
+        assert first is not None
+        theirs = other.load_window("m")
+        assert other.commit_window("m", version=theirs.version, append=_one("b"), evict=[])
+        history = mine.history("m")
+        assert mine.commit_window("m", version=first.version, append=_one("x"), evict=[0]) is None
+        assert mine.history("m") == history  # nothing of the lost commit
+        fresh = mine.load_window("m")
+        done = mine.commit_window("m", version=fresh.version, append=_one("c"), evict=[0])
+        assert done is not None
+        assert done.first_seq == 2
+        assert [row.message for row in other.load_window("m").rows] == [
+            UserMessage("b"),
+            UserMessage("c"),
+        ]
+
+
+def test_an_id_deleted_and_created_again_behind_a_store_is_not_written_as_before(
+    path: Path,
+) -> None:
+    with SqliteChatMemoryStore(path) as mine, SqliteChatMemoryStore(path) as other:
+        first = mine.commit_window("m", version=0, append=_one("old life"), evict=[])
+        assert first is not None
+        other.delete_messages("m")
+        other.update_messages("n", [UserMessage("another id")])  # may reuse the freed key
+        other.update_messages("m", [UserMessage("new life")])
+        assert mine.commit_window("m", version=first.version, append=_one("x"), evict=[]) is None
+        assert other.get_messages("n") == [UserMessage("another id")]
+        assert [h.message for h in other.history("m")] == [UserMessage("new life")]
+
+
+def test_a_store_writing_to_many_ids_stays_right_on_each(path: Path) -> None:
+    """What a store notes per id for one-statement commits is bounded (1,024 ids at once)."""
+    with SqliteChatMemoryStore(path) as store:
+        memories = [
+            MessageWindowChatMemory(id=f"id-{n}", max_messages=2, store=store) for n in range(1100)
+        ]
+        for turn in ("a", "b", "c"):
+            for memory in memories:
+                memory.add(UserMessage(f"{memory.id} {turn}"))
+        for memory in (memories[0], memories[-1]):
+            assert memory.messages() == [
+                UserMessage(f"{memory.id} b"),
+                UserMessage(f"{memory.id} c"),
+            ]
+            assert len(store.history(memory.id)) == 3

@@ -458,16 +458,19 @@ class _Direct:
     the retry wrapper, observability hooks) costs about 50 µs per command in redis-py 8, more
     than the round trip to a local server. The connections come from the client's own pool,
     so its settings and limits hold; each is used by one caller at a time (idle ones wait in
-    a list, whose pop and append are atomic), and all go back to the pool on `close`. After a
+    a list, whose pop and append are atomic), and all go back to the pool on `close`. At most
+    a quarter of the pool's `max_connections` wait idle here, so the client's other commands
+    always find one (a pool of 1 to 3 gets every connection back after each call). After a
     fork the parent's connections are left alone and new ones are taken.
     """
 
-    __slots__ = ("_closed", "_idle", "_pid", "_pool")
+    __slots__ = ("_closed", "_idle", "_pid", "_pool", "_spare")
 
     # Any: much of redis-py's sync connection API has no annotations
     def __init__(self, pool: Any) -> None:
         self._pool = pool
         self._idle: list[Any] = []
+        self._spare = _spare(pool)
         self._pid = os.getpid()
         self._closed = False
 
@@ -495,7 +498,7 @@ class _Direct:
 
     def _give(self, connection: Any) -> None:
         """Keep `connection` for the next call (a failed one reconnects when next used)."""
-        if self._closed:
+        if self._closed or len(self._idle) >= self._spare:
             self._pool.release(connection)
         else:
             self._idle.append(connection)
@@ -508,14 +511,21 @@ class _Direct:
                 self._pool.release(connection)
 
 
+def _spare(pool: object) -> int:
+    """How many connections of `pool` may wait idle in a `_Direct`: a quarter of its maximum."""
+    limit = getattr(pool, "max_connections", None)
+    return limit // 4 if isinstance(limit, int) else 0
+
+
 class _AsyncDirect:
     """`_Direct` for redis.asyncio: one task at a time per connection, the same way."""
 
-    __slots__ = ("_closed", "_idle", "_pool")
+    __slots__ = ("_closed", "_idle", "_pool", "_spare")
 
     def __init__(self, pool: Any) -> None:  # Any: as in `_Direct`
         self._pool = pool
         self._idle: list[Any] = []
+        self._spare = _spare(pool)
         self._closed = False
 
     async def call(self, *args: Any) -> Any:
@@ -535,7 +545,7 @@ class _AsyncDirect:
         try:
             return await connection.retry.call_with_retry(once, failed)
         finally:
-            if self._closed:
+            if self._closed or len(self._idle) >= self._spare:
                 await self._pool.release(connection)
             else:
                 self._idle.append(connection)
