@@ -219,3 +219,16 @@ def test_fit_appended_is_fit_on_a_fitted_window(
         assert shortcut == full
     else:  # it declines only for a pending call at the end, or a call it cannot pair by id
         assert _ends_pending(kept) or any(has_tool_traffic(e.message) for e in kept)
+
+
+def test_fit_appended_evicts_around_a_system_message_inside_the_window() -> None:
+    """The one-message-per-unit shortcut stops at a system message that is not first and the
+    general loop evicts on both sides of it, as `fit` does."""
+    size = lambda e: e.size  # noqa: E731
+    kept = [Entry(UserMessage("u1"), 3), Entry(SYS, 1), Entry(UserMessage("u2"), 3)]
+    added = [Entry(UserMessage("u3"), 3)]
+    shortcut = fit_appended(kept, added, size, capacity=4, total=10, tools=False)
+    assert shortcut == fit([*kept, *added], size, capacity=4)
+    assert shortcut is not None
+    assert [e.message for e in shortcut.kept] == [SYS, UserMessage("u3")]
+    assert [e.message for e in shortcut.evicted] == [UserMessage("u1"), UserMessage("u2")]
