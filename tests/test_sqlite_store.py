@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from chatmemory import (
     AiMessage,
@@ -738,3 +740,49 @@ def test_a_store_writing_to_many_ids_stays_right_on_each(path: Path) -> None:
                 UserMessage(f"{memory.id} c"),
             ]
             assert len(store.history(memory.id)) == 3
+
+
+_STEPS = st.lists(
+    st.tuples(st.integers(0, 1), st.sampled_from(["add", "add2", "set", "clear"]), st.integers()),
+    min_size=1,
+    max_size=25,
+)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(steps=_STEPS)
+def test_memories_on_two_stores_of_one_file_match_a_fresh_read(
+    tmp_path: Path, steps: list[tuple[int, str, int]]
+) -> None:
+    """Each store keeps its own counters for one-statement commits and each memory its window;
+    whatever the other store did in between, every add lands exactly once and both memories
+    return what a fresh read finds."""
+    path = tmp_path / f"{uuid.uuid4().hex}.db"
+    with SqliteChatMemoryStore(path) as first, SqliteChatMemoryStore(path) as second:
+        memories = [
+            MessageWindowChatMemory(id="m", max_messages=3, store=store)
+            for store in (first, second)
+        ]
+        added: list[str] = []
+        for number, (which, action, seed) in enumerate(steps):
+            memory, text = memories[which], f"{number}:{seed}"
+            if action == "add":
+                memory.add(UserMessage(text))
+                added.append(text)
+            elif action == "add2":
+                memory.add(UserMessage(text), AiMessage(text))
+                added += [text, text]
+            elif action == "set":
+                memory.set([UserMessage(text)])
+                added.append(text)
+            else:
+                memory.clear()
+                added.clear()
+            with SqliteChatMemoryStore(path, read_only=True) as reader:
+                fresh = MessageWindowChatMemory(id="m", max_messages=3, store=reader).messages()
+                history = [h.message.text for h in reader.history("m")]  # type: ignore[union-attr]
+            assert memories[0].messages() == fresh
+            assert memories[1].messages() == fresh
+            assert history == added
