@@ -450,7 +450,27 @@ def _where(client: object) -> str:
 # --- direct connections -------------------------------------------------------------------------
 
 
-class _Direct:
+class _Held:
+    """What `_Direct` and `_AsyncDirect` share: the pool, the idle connections, and whether a
+    connection given back is kept."""
+
+    __slots__ = ("_closed", "_idle", "_pool", "_spare")
+
+    # Any: much of redis-py's connection API has no annotations
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+        self._idle: list[Any] = []
+        limit = getattr(pool, "max_connections", None)
+        self._spare = limit // 4 if isinstance(limit, int) else 0
+        """At most a quarter of the pool's maximum waits idle here."""
+        self._closed = False
+
+    def _keeps(self) -> bool:
+        """Whether a connection given back waits here (else it goes back to the pool)."""
+        return not self._closed and len(self._idle) < self._spare
+
+
+class _Direct(_Held):
     """Connections of the client's pool, kept checked out for the commands of a chat turn.
 
     A window read (HGET of the version, or the load script) and a commit (the commit script)
@@ -464,20 +484,21 @@ class _Direct:
     fork the parent's connections are left alone and new ones are taken.
     """
 
-    __slots__ = ("_closed", "_idle", "_pid", "_pool", "_spare")
+    __slots__ = ("_pid",)
 
-    # Any: much of redis-py's sync connection API has no annotations
     def __init__(self, pool: Any) -> None:
-        self._pool = pool
-        self._idle: list[Any] = []
-        self._spare = _spare(pool)
+        super().__init__(pool)
         self._pid = os.getpid()
-        self._closed = False
 
     def call(self, *args: Any) -> Any:
         """The reply to one command, retried after connection errors as the client retries
         (a retried commit is recognized by its token and not applied twice)."""
-        connection = self._take()
+        if self._pid != os.getpid():
+            self._idle, self._pid = [], os.getpid()
+        try:
+            connection = self._idle.pop()
+        except IndexError:
+            connection = self._pool.get_connection()
 
         def once() -> Any:
             connection.send_packed_command(connection.pack_command(*args))
@@ -485,23 +506,11 @@ class _Direct:
 
         try:
             return connection.retry.call_with_retry(once, lambda _: connection.disconnect())
-        finally:
-            self._give(connection)
-
-    def _take(self) -> Any:
-        if self._pid != os.getpid():
-            self._idle, self._pid = [], os.getpid()
-        try:
-            return self._idle.pop()
-        except IndexError:
-            return self._pool.get_connection()
-
-    def _give(self, connection: Any) -> None:
-        """Keep `connection` for the next call (a failed one reconnects when next used)."""
-        if self._closed or len(self._idle) >= self._spare:
-            self._pool.release(connection)
-        else:
-            self._idle.append(connection)
+        finally:  # a failed connection reconnects when next used
+            if self._keeps():
+                self._idle.append(connection)
+            else:
+                self._pool.release(connection)
 
     def close(self) -> None:
         self._closed = True
@@ -511,22 +520,10 @@ class _Direct:
                 self._pool.release(connection)
 
 
-def _spare(pool: object) -> int:
-    """How many connections of `pool` may wait idle in a `_Direct`: a quarter of its maximum."""
-    limit = getattr(pool, "max_connections", None)
-    return limit // 4 if isinstance(limit, int) else 0
-
-
-class _AsyncDirect:
+class _AsyncDirect(_Held):
     """`_Direct` for redis.asyncio: one task at a time per connection, the same way."""
 
-    __slots__ = ("_closed", "_idle", "_pool", "_spare")
-
-    def __init__(self, pool: Any) -> None:  # Any: as in `_Direct`
-        self._pool = pool
-        self._idle: list[Any] = []
-        self._spare = _spare(pool)
-        self._closed = False
+    __slots__ = ()
 
     async def call(self, *args: Any) -> Any:
         """`_Direct.call`, awaited; a cancelled call leaves its connection disconnected."""
@@ -545,10 +542,10 @@ class _AsyncDirect:
         try:
             return await connection.retry.call_with_retry(once, failed)
         finally:
-            if self._closed or len(self._idle) >= self._spare:
-                await self._pool.release(connection)
-            else:
+            if self._keeps():
                 self._idle.append(connection)
+            else:
+                await self._pool.release(connection)
 
     async def aclose(self) -> None:
         self._closed = True

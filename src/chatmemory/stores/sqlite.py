@@ -440,7 +440,7 @@ class SqliteChatMemoryStore(BasicContract, WindowStore, HistoryStore):
                 self._kept.pop(memory_id, None)
                 return None  # another writer got there first: nothing written
             new_version = max(version + 1, now)
-            self._kept[memory_id] = (key, new_version, seq + 1, born)
+            self._keep(memory_id, key, new_version, seq + 1, born)
             stamp = (self._data_version, self._writes, born)  # as in `commit_window`
         return Committed(new_version, seq, stamp)
 
