@@ -9,6 +9,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -436,6 +437,146 @@ def test_an_async_pool_passed_in_is_used_and_not_closed(schema: str) -> None:
             finally:
                 await own.aclose()
             assert own.pool.closed
+
+    asyncio.run(main())
+
+
+# --- connections kept between calls --------------------------------------------------------------
+
+
+def requests(pool: Any) -> int:
+    """How many connections `pool` has handed out so far."""
+    return int(pool.get_stats().get("requests_num", 0))
+
+
+def lent(pool: Any) -> int:
+    """How many of `pool`'s connections are out of it now."""
+    stats = pool.get_stats()
+    return int(stats["pool_size"] - stats["pool_available"])
+
+
+@postgres
+def test_a_store_keeps_the_connection_it_used_last(schema: str) -> None:
+    with PostgresChatMemoryStore(POSTGRES_DSN, schema=schema, max_size=4) as store:
+        memory = MessageWindowChatMemory(max_messages=3, id="m", store=store)
+        memory.add(UserMessage("first"))
+        asked = requests(store.pool)
+        for i in range(20):
+            memory.add(UserMessage(str(i)))
+            assert memory.messages()[-1] == UserMessage(str(i))
+        assert requests(store.pool) == asked  # no call went to the pool again
+        assert lent(store.pool) == 1
+
+        # callers at the same time: one takes the kept connection, the others the pool's
+        def one(number: int) -> None:
+            window = MessageWindowChatMemory(max_messages=100, id=f"t{number % 4}", store=store)
+            window.add(UserMessage(str(number)))
+
+        with ThreadPoolExecutor(4) as threads:
+            list(threads.map(one, range(40)))
+        assert [sorted(texts(store, f"t{i}"), key=int) for i in range(4)] == [  # type: ignore[arg-type]
+            [str(n) for n in range(i, 40, 4)] for i in range(4)
+        ]
+        assert lent(store.pool) == 1  # still at most a quarter of max_size
+    assert store.pool.closed
+
+
+@postgres
+@pytest.mark.parametrize("max_size", [1, 2, 3])
+def test_a_small_pool_gets_every_connection_back(schema: str, max_size: int) -> None:
+    with (
+        psycopg_pool.ConnectionPool(POSTGRES_DSN, min_size=1, max_size=max_size) as pool,
+        PostgresChatMemoryStore(pool=pool, schema=schema) as store,
+    ):
+        for i in range(3):
+            add(store, "m", str(i))
+            assert lent(pool) == 0
+        with pool.connection(timeout=1) as conn:  # the caller's own use never waits
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+@postgres
+def test_a_pool_passed_in_gets_the_kept_connection_back_on_close(schema: str) -> None:
+    with psycopg_pool.ConnectionPool(POSTGRES_DSN, min_size=1, max_size=4) as pool:
+        store = PostgresChatMemoryStore(pool=pool, schema=schema)
+        add(store, "m", "one")
+        assert lent(pool) == 1
+        store.close()
+        assert lent(pool) == 0
+        assert not pool.closed
+        add(store, "m", "two")  # a closed store on an open pool still works, keeping nothing
+        assert lent(pool) == 0
+        assert texts(store, "m") == ["one", "two"]
+
+
+@postgres
+def test_a_failed_call_gives_its_connection_back(
+    schema: str, store: PostgresChatMemoryStore
+) -> None:
+    add(store, "m", "x")
+    admin(
+        sql.SQL(
+            "INSERT INTO {} (memory_id, seq, message, in_window) VALUES ('ghost', 0, '{{}}', true)"
+        ).format(table(schema, "chatmemory_messages"))
+    )
+    asked = requests(store.pool)
+    with pytest.raises(StoreError, match="UniqueViolation"):
+        add(store, "ghost", "collides")  # the load is kept, the failed commit is not
+    assert lent(store.pool) == 0
+    add(store, "m", "y")
+    assert requests(store.pool) == asked + 1
+    assert texts(store, "m") == ["x", "y"]
+
+
+@postgres
+@pytest.mark.parametrize("setting", ["_Kept.HELD", "_RecentlyUsed.IDLE"])
+def test_a_connection_kept_long_or_idle_goes_back_through_the_pool(
+    schema: str, setting: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # HELD: out of the pool this long, its lifetime is the pool's to judge again;
+    # IDLE: unused this long, the pool's check runs on it before the next call
+    monkeypatch.setattr(f"chatmemory.stores.postgres.{setting}", 0.0)
+    with PostgresChatMemoryStore(POSTGRES_DSN, schema=schema, max_size=4) as store:
+        add(store, "m", "a")
+        asked = requests(store.pool)
+        add(store, "m", "b")
+        add(store, "m", "c")
+        assert requests(store.pool) == asked + 4  # each load and commit: from the pool
+        assert texts(store, "m") == ["a", "b", "c"]
+
+
+@postgres
+def test_a_kept_connection_the_server_closed_is_not_used(schema: str) -> None:
+    name = f"cm_{unique()}"
+    dsn = f"{POSTGRES_DSN}?application_name={name}"
+    with PostgresChatMemoryStore(dsn, schema=schema, min_size=1, max_size=4) as store:
+        add(store, "m", "before")
+        assert lent(store.pool) == 1
+        pids = server_pids(name)
+        terminate(pids)
+        wait_for(lambda: not set(server_pids(name)) & set(pids))
+        add(store, "m", "after")  # the very next call works, on a new connection
+        assert texts(store, "m") == ["before", "after"]
+        assert not set(server_pids(name)) & set(pids)
+
+
+@postgres
+def test_an_async_store_keeps_a_connection_and_gives_it_back(schema: str) -> None:
+    async def main() -> None:
+        async with psycopg_pool.AsyncConnectionPool(
+            POSTGRES_DSN, min_size=1, max_size=4, open=False
+        ) as pool:
+            async with AsyncPostgresChatMemoryStore(pool=pool, schema=schema) as store:
+                memory = AsyncMessageWindowChatMemory(max_messages=2, id="m", store=store)
+                await memory.add(UserMessage("a"))
+                asked = requests(pool)
+                for text in "bcd":
+                    await memory.add(UserMessage(text))
+                assert requests(pool) == asked
+                assert lent(pool) == 1
+                assert await memory.messages() == [UserMessage("c"), UserMessage("d")]
+            assert lent(pool) == 0
+            assert not pool.closed
 
     asyncio.run(main())
 

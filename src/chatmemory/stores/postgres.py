@@ -25,7 +25,7 @@ import threading
 import time
 import weakref
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .._contracts import (
     AsyncHistoryStore,
@@ -51,8 +51,11 @@ if TYPE_CHECKING:
 __all__ = ["AsyncPostgresChatMemoryStore", "PostgresChatMemoryStore"]
 
 T = TypeVar("T")
+C = TypeVar("C", bound="Connection[Any] | AsyncConnection[Any]")
 
 _INSTALL = "pip install 'chatmemory[postgres]'"
+_IDLE = 0
+"""`psycopg.pq.TransactionStatus.IDLE` (psycopg is imported only when a store is made)."""
 
 
 def _core(
@@ -118,6 +121,64 @@ class _RecentlyUsed:
         return not readable
 
 
+class _Kept(Generic[C]):
+    """Connections of the pool kept checked out between calls, the one used last first.
+
+    psycopg_pool hands its connections out in turn, and a checkout and return cost more than
+    the statement's own client time: a store that takes the connection it used last skips
+    both, and talks to a server process that has just run the same prepared statements (a
+    commit in a chat turn: ~470 -> ~330 µs, `python benchmarks/run.py turn`). Each connection
+    serves one caller at a time (idle ones wait in a list, whose pop and append are atomic).
+    At most a quarter of the pool's `max_size` waits here, so the pool's other users always
+    find connections (a pool of 1 to 3 gets each one back after every call). A connection
+    goes back to the pool, where its checks and lifetime apply, after a failed call, when it
+    has been out of the pool for `HELD` seconds, when it has been idle for
+    `_RecentlyUsed.IDLE` seconds or the server has closed it, and on close.
+    """
+
+    HELD = 60.0
+
+    __slots__ = ("_closed", "_idle", "_spare", "recent")
+
+    def __init__(self, pool: object, recent: _RecentlyUsed) -> None:
+        limit = getattr(pool, "max_size", None)
+        self._spare = limit // 4 if isinstance(limit, int) else 0
+        self._idle: list[tuple[C, float]] = []
+        """(connection, when it left the pool), the newest last."""
+        self._closed = False
+        self.recent = recent
+
+    def take(self) -> tuple[tuple[C, float] | None, C | None]:
+        """(a kept connection fit for a call and when it left the pool, or None), then a kept
+        connection to give back to the pool first (or None)."""
+        try:
+            conn, taken = self._idle.pop()
+        except IndexError:
+            return None, None
+        if self.recent.fresh(conn):
+            return (conn, taken), None
+        return None, conn
+
+    def keeps(self, conn: C, taken: float) -> bool:
+        """Whether `conn`, after a call that succeeded, waits here (else it goes back)."""
+        self.recent.used(conn)
+        if (
+            self._closed
+            or len(self._idle) >= self._spare
+            or time.monotonic() - taken >= self.HELD
+            or conn.info.transaction_status != _IDLE
+        ):
+            return False
+        self._idle.append((conn, taken))
+        return True
+
+    def close(self) -> list[C]:
+        """The idle connections, to give back; none is kept from now on."""
+        self._closed = True
+        idle, self._idle = self._idle, []
+        return [conn for conn, _ in idle]
+
+
 class PostgresChatMemoryStore(BasicContract, WindowStore, HistoryStore):
     """Memories in PostgreSQL, shared by every process that connects to the same tables.
 
@@ -155,12 +216,11 @@ class PostgresChatMemoryStore(BasicContract, WindowStore, HistoryStore):
             timeout=timeout,
         )
         self._owns_pool = pool is None
-        self._recent = _RecentlyUsed()
+        recent = _RecentlyUsed()
         if pool is None:
             from psycopg_pool import ConnectionPool
 
             self._pg.check_database(self)
-            recent = self._recent
 
             def check(conn: Connection) -> None:
                 if not recent.fresh(conn):
@@ -169,6 +229,7 @@ class PostgresChatMemoryStore(BasicContract, WindowStore, HistoryStore):
             pool = ConnectionPool(**self._pg.pool_options(check))
             pool.open()
         self._pool = pool
+        self._kept: _Kept[Connection] = _Kept(pool, recent)
         self._migrated = False
         self._migrate_lock = threading.Lock()
 
@@ -215,7 +276,11 @@ class PostgresChatMemoryStore(BasicContract, WindowStore, HistoryStore):
         try:
             # getconn/putconn, not pool.connection(): that one ends with a COMMIT, a round trip
             # a single autocommitted statement does not need (putconn rolls back what is open).
-            conn = self._pool.getconn()
+            lease, stale = self._kept.take()
+            if stale is not None:
+                self._pool.putconn(stale)
+            conn, taken = lease or (self._pool.getconn(), time.monotonic())
+            kept = False
             try:
                 if not self._migrated:
                     self._migrate(conn)
@@ -224,10 +289,11 @@ class PostgresChatMemoryStore(BasicContract, WindowStore, HistoryStore):
                         result = run(flow, cursor)
                 else:
                     result = self._transaction(conn, flow)
-                self._recent.used(conn)
+                kept = self._kept.keeps(conn, taken)
                 return result
             finally:
-                self._pool.putconn(conn)
+                if not kept:
+                    self._pool.putconn(conn)
         except self._pg.DatabaseError as error:
             raise self._pg.store_error(self, error, memory_id) from error
 
@@ -243,7 +309,10 @@ class PostgresChatMemoryStore(BasicContract, WindowStore, HistoryStore):
             return run(flow, cursor)
 
     def close(self) -> None:
-        """Close the pool the store created (a pool passed in is left open)."""
+        """Give back the connections the store keeps and close the pool it created (a pool
+        passed in is left open)."""
+        for conn in self._kept.close():
+            self._pool.putconn(conn)
         if self._owns_pool:
             self._pool.close()
 
@@ -284,11 +353,9 @@ class AsyncPostgresChatMemoryStore(AsyncBasicContract, AsyncWindowStore, AsyncHi
         self._opening = pool is None
         """True until the pool the store creates is opened (or the store is closed)."""
         self._owns_pool = pool is None
-        self._recent = _RecentlyUsed()
+        recent = _RecentlyUsed()
         if pool is None:
             from psycopg_pool import AsyncConnectionPool
-
-            recent = self._recent
 
             async def check(conn: AsyncConnection) -> None:
                 if not recent.fresh(conn):
@@ -296,6 +363,7 @@ class AsyncPostgresChatMemoryStore(AsyncBasicContract, AsyncWindowStore, AsyncHi
 
             pool = AsyncConnectionPool(**self._pg.pool_options(check))
         self._pool = pool
+        self._kept: _Kept[AsyncConnection] = _Kept(pool, recent)
         self._migrated = False
         self._migrate_lock = asyncio.Lock()
 
@@ -344,7 +412,11 @@ class AsyncPostgresChatMemoryStore(AsyncBasicContract, AsyncWindowStore, AsyncHi
     async def _run(self, memory_id: str | None, flow: Flow[T], *, single: bool = False) -> T:
         try:
             await self.open()
-            conn = await self._pool.getconn()  # and putconn: see the sync store's `_run`
+            lease, stale = self._kept.take()  # and getconn/putconn: see the sync store's `_run`
+            if stale is not None:
+                await self._pool.putconn(stale)
+            conn, taken = lease or (await self._pool.getconn(), time.monotonic())
+            kept = False
             try:
                 if not self._migrated:
                     await self._migrate(conn)
@@ -353,10 +425,11 @@ class AsyncPostgresChatMemoryStore(AsyncBasicContract, AsyncWindowStore, AsyncHi
                         result = await arun(flow, cursor)
                 else:
                     result = await self._transaction(conn, flow)
-                self._recent.used(conn)
+                kept = self._kept.keeps(conn, taken)
                 return result
             finally:
-                await self._pool.putconn(conn)
+                if not kept:
+                    await self._pool.putconn(conn)
         except self._pg.DatabaseError as error:
             raise self._pg.store_error(self, error, memory_id) from error
 
@@ -373,8 +446,11 @@ class AsyncPostgresChatMemoryStore(AsyncBasicContract, AsyncWindowStore, AsyncHi
             return await arun(flow, cursor)
 
     async def aclose(self) -> None:
-        """Close the pool the store created (a pool passed in is left open)."""
+        """Give back the connections the store keeps and close the pool it created (a pool
+        passed in is left open)."""
         self._opening = False
+        for conn in self._kept.close():
+            await self._pool.putconn(conn)
         if self._owns_pool:
             await self._pool.close()
 
