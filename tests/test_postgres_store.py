@@ -4,6 +4,7 @@ corrupt rows, and the server being unreachable or killing the store's connection
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 import threading
 import time
@@ -546,6 +547,29 @@ def test_a_connection_kept_long_or_idle_goes_back_through_the_pool(
 
 
 @postgres
+def test_commits_run_on_their_prepared_generic_plan(schema: str) -> None:
+    """PostgreSQL plans a prepared statement again for each call when a plan made for the
+    values looks cheaper than the generic plan (~100 µs of a commit's server time): once a
+    memory's history has grown, a commit that evicts one message must not look so."""
+    with PostgresChatMemoryStore(POSTGRES_DSN, schema=schema) as first:
+        grown = MessageWindowChatMemory(max_messages=150, id="m", store=first)
+        for start in range(0, 4_000, 100):
+            grown.add(*(UserMessage(str(i)) for i in range(start, start + 100)))
+    with psycopg_pool.ConnectionPool(POSTGRES_DSN, min_size=1, max_size=4) as pool:
+        pool.wait()  # its one connection is open: the store takes that one
+        with PostgresChatMemoryStore(pool=pool, schema=schema) as store:
+            memory = MessageWindowChatMemory(max_messages=150, id="m", store=store)
+            for i in range(30):  # each commit evicts one message
+                memory.add(UserMessage(f"turn {i}"))
+        with pool.connection() as conn:  # the one connection the store used, given back
+            plans = conn.execute(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+                " WHERE statement LIKE 'WITH claimed AS (UPDATE %'"
+            ).fetchall()
+    assert plans == [(30 - 5, 5)]  # planned for the first five only, as PostgreSQL does
+
+
+@postgres
 def test_a_kept_connection_the_server_closed_is_not_used(schema: str) -> None:
     name = f"cm_{unique()}"
     dsn = f"{POSTGRES_DSN}?application_name={name}"
@@ -879,23 +903,37 @@ def test_a_database_that_does_not_exist_is_named_at_once() -> None:
 def test_a_commit_reads_no_more_than_the_window_whatever_plan_is_cached(
     store: PostgresChatMemoryStore,
 ) -> None:
-    """The prepared commit's generic plan (made on whatever statistics the table has) finds the
-    evicted rows through the window index, not among every row of the memory's history."""
-    history = [NewMessage(UserMessage(str(i)), in_window=i >= 1_990) for i in range(2_000)]
-    committed = store.commit_window("m", version=0, append=history, evict=[])
-    assert committed is not None
+    """A commit's generic plan, made when the table was empty, finds the evicted rows by their
+    seqs, not among every entry the window index holds for the memory (the rows evicted since
+    the last vacuum are still there)."""
     statement = store._pg.sql.commit
-    params = {"id": "m", "n": 0, "evict": "{1990}", "rows": "[]"}
+    names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", statement.decode())))
     with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
         conn.execute("SET plan_cache_mode = force_generic_plan")
-        stale = {**params, "version": committed.version + 1}
-        conn.execute(statement, stale, prepare=True)  # prepared; claims nothing
+        store.memory_ids()  # the tables exist, empty
+        nothing = {"id": "m", "version": 2**40, "n": 0, "evict": "{}", "low": "0", "high": "-1"}
+        conn.execute(statement, {**nothing, "rows": "[]"}, prepare=True)  # claims nothing
         (name,) = conn.execute("SELECT name FROM pg_prepared_statements").fetchone() or ("",)
+        memory = MessageWindowChatMemory(max_messages=10, id="m", store=store)
+        for start in range(0, 2_000, 100):  # 1,990 rows evicted, their index entries left
+            memory.add(*(UserMessage(str(i)) for i in range(start, start + 100)))
+        window = store.load_window("m")
+        oldest = window.rows[0].seq
+        args = {
+            "id": "m",
+            "version": window.version,
+            "n": 0,
+            "evict": f"{{{oldest}}}",
+            "low": str(oldest),
+            "high": str(oldest),
+            "rows": "[]",
+        }
         plan = psycopg.ClientCursor(conn).execute(
-            f"EXPLAIN ANALYZE EXECUTE {name}(%s, %s, %s, %s, %s)".encode(),
-            [0, "m", committed.version, "{1990}", "[]"],
+            f"EXPLAIN ANALYZE EXECUTE {name}({', '.join(['%s'] * len(names))})".encode(),
+            [args[n] for n in names],
         )
         text = "\n".join(line for (line,) in plan.fetchall())
-    assert "Rows Removed by Filter" not in str(text)
-    assert "_window" in str(text)
-    assert store.load_window("m").rows[0].seq == 1_991
+    assert "Rows Removed by Filter" not in text, text
+    assert "(seq >= $" in text, text
+    assert "_window" in text
+    assert store.load_window("m").rows[0].seq == oldest + 1
