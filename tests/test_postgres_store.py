@@ -570,6 +570,23 @@ def test_commits_run_on_their_prepared_generic_plan(schema: str) -> None:
 
 
 @postgres
+def test_a_connection_is_kept_no_longer_than_the_pools_max_lifetime(schema: str) -> None:
+    with psycopg_pool.ConnectionPool(
+        POSTGRES_DSN, min_size=1, max_size=4, max_lifetime=0.2
+    ) as pool:
+        pool.wait()
+        with PostgresChatMemoryStore(pool=pool, schema=schema) as store:
+            add(store, "m", "a")
+            asked = requests(pool)
+            add(store, "m", "b")
+            assert requests(pool) == asked  # kept
+            time.sleep(0.3)
+            add(store, "m", "c")  # its load gives it back, the commit takes one from the pool
+            assert requests(pool) == asked + 1
+            assert texts(store, "m") == ["a", "b", "c"]
+
+
+@postgres
 def test_a_kept_connection_the_server_closed_is_not_used(schema: str) -> None:
     name = f"cm_{unique()}"
     dsn = f"{POSTGRES_DSN}?application_name={name}"

@@ -132,17 +132,20 @@ class _Kept(Generic[C]):
     At most a quarter of the pool's `max_size` waits here, so the pool's other users always
     find connections (a pool of 1 to 3 gets each one back after every call). A connection
     goes back to the pool, where its checks and lifetime apply, after a failed call, when it
-    has been out of the pool for `HELD` seconds, when it has been idle for
-    `_RecentlyUsed.IDLE` seconds or the server has closed it, and on close.
+    has been out of the pool for `HELD` seconds (or the pool's shorter `max_lifetime`), when
+    it has been idle for `_RecentlyUsed.IDLE` seconds or the server has closed it, and on
+    close.
     """
 
     HELD = 60.0
 
-    __slots__ = ("_closed", "_idle", "_spare", "recent")
+    __slots__ = ("_closed", "_held", "_idle", "_spare", "recent")
 
     def __init__(self, pool: object, recent: _RecentlyUsed) -> None:
         limit = getattr(pool, "max_size", None)
         self._spare = limit // 4 if isinstance(limit, int) else 0
+        lifetime = getattr(pool, "max_lifetime", None)
+        self._held = min(self.HELD, lifetime) if isinstance(lifetime, (int, float)) else self.HELD
         self._idle: list[tuple[C, float]] = []
         """(connection, when it left the pool), the newest last."""
         self._closed = False
@@ -165,7 +168,7 @@ class _Kept(Generic[C]):
         if (
             self._closed
             or len(self._idle) >= self._spare
-            or time.monotonic() - taken >= self.HELD
+            or time.monotonic() - taken >= self._held
             or conn.info.transaction_status != _IDLE
         ):
             return False
