@@ -423,11 +423,20 @@ def test_a_pool_passed_in_is_used_and_not_closed(schema: str) -> None:
 def test_an_async_pool_passed_in_is_used_and_not_closed(schema: str) -> None:
     async def main() -> None:
         async with psycopg_pool.AsyncConnectionPool(
-            POSTGRES_DSN, min_size=1, max_size=2, open=False
+            POSTGRES_DSN, min_size=1, max_size=4, open=False
         ) as pool:
             async with AsyncPostgresChatMemoryStore(pool=pool, schema=schema) as store:
                 await store.update_messages("m", [UserMessage("a"), AiMessage("b")])
                 assert store.pool is pool
+                # the store keeps the connection it used last, as the sync store does
+                asked = requests(pool)
+                memory = AsyncMessageWindowChatMemory(max_messages=3, id="w", store=store)
+                for text in "abcd":
+                    await memory.add(UserMessage(text))
+                assert await memory.messages() == [UserMessage(t) for t in "bcd"]
+                assert requests(pool) == asked
+                assert lent(pool) == 1
+            assert lent(pool) == 0  # given back on close
             assert not pool.closed
             async with pool.connection() as conn:
                 assert await (await conn.execute("SELECT 1")).fetchone() == (1,)
@@ -511,25 +520,6 @@ def test_a_pool_passed_in_gets_the_kept_connection_back_on_close(schema: str) ->
 
 
 @postgres
-def test_a_failed_call_gives_its_connection_back(
-    schema: str, store: PostgresChatMemoryStore
-) -> None:
-    add(store, "m", "x")
-    admin(
-        sql.SQL(
-            "INSERT INTO {} (memory_id, seq, message, in_window) VALUES ('ghost', 0, '{{}}', true)"
-        ).format(table(schema, "chatmemory_messages"))
-    )
-    asked = requests(store.pool)
-    with pytest.raises(StoreError, match="UniqueViolation"):
-        add(store, "ghost", "collides")  # the load is kept, the failed commit is not
-    assert lent(store.pool) == 0
-    add(store, "m", "y")
-    assert requests(store.pool) == asked + 1
-    assert texts(store, "m") == ["x", "y"]
-
-
-@postgres
 @pytest.mark.parametrize("setting", ["_Kept.HELD", "_RecentlyUsed.IDLE"])
 def test_a_connection_kept_long_or_idle_goes_back_through_the_pool(
     schema: str, setting: str, monkeypatch: pytest.MonkeyPatch
@@ -584,42 +574,6 @@ def test_a_connection_is_kept_no_longer_than_the_pools_max_lifetime(schema: str)
             add(store, "m", "c")  # its load gives it back, the commit takes one from the pool
             assert requests(pool) == asked + 1
             assert texts(store, "m") == ["a", "b", "c"]
-
-
-@postgres
-def test_a_kept_connection_the_server_closed_is_not_used(schema: str) -> None:
-    name = f"cm_{unique()}"
-    dsn = f"{POSTGRES_DSN}?application_name={name}"
-    with PostgresChatMemoryStore(dsn, schema=schema, min_size=1, max_size=4) as store:
-        add(store, "m", "before")
-        assert lent(store.pool) == 1
-        pids = server_pids(name)
-        terminate(pids)
-        wait_for(lambda: not set(server_pids(name)) & set(pids))
-        add(store, "m", "after")  # the very next call works, on a new connection
-        assert texts(store, "m") == ["before", "after"]
-        assert not set(server_pids(name)) & set(pids)
-
-
-@postgres
-def test_an_async_store_keeps_a_connection_and_gives_it_back(schema: str) -> None:
-    async def main() -> None:
-        async with psycopg_pool.AsyncConnectionPool(
-            POSTGRES_DSN, min_size=1, max_size=4, open=False
-        ) as pool:
-            async with AsyncPostgresChatMemoryStore(pool=pool, schema=schema) as store:
-                memory = AsyncMessageWindowChatMemory(max_messages=2, id="m", store=store)
-                await memory.add(UserMessage("a"))
-                asked = requests(pool)
-                for text in "bcd":
-                    await memory.add(UserMessage(text))
-                assert requests(pool) == asked
-                assert lent(pool) == 1
-                assert await memory.messages() == [UserMessage("c"), UserMessage("d")]
-            assert lent(pool) == 0
-            assert not pool.closed
-
-    asyncio.run(main())
 
 
 @postgres
@@ -836,12 +790,14 @@ def test_a_connection_killed_mid_commit_writes_nothing_and_the_store_recovers(
 
 
 @postgres
-def test_idle_connections_killed_by_the_server_are_replaced(schema: str) -> None:
+@pytest.mark.parametrize("max_size", [2, 4])  # 4: the store keeps one of them out of the pool
+def test_idle_connections_killed_by_the_server_are_replaced(schema: str, max_size: int) -> None:
     name = f"cm_{unique()}"
     dsn = f"{POSTGRES_DSN}?application_name={name}"
-    with PostgresChatMemoryStore(dsn, schema=schema, min_size=2, max_size=2) as store:
+    with PostgresChatMemoryStore(dsn, schema=schema, min_size=2, max_size=max_size) as store:
         add(store, "m", "before")
-        pids = wait_for(lambda: (p := server_pids(name)) and len(p) == 2 and p)
+        assert lent(store.pool) == max_size // 4
+        pids = wait_for(lambda: (p := server_pids(name)) and len(p) >= 2 and p)
         terminate(pids)
         wait_for(lambda: not set(server_pids(name)) & set(pids))
         add(store, "m", "after")  # the very next call works
@@ -887,9 +843,14 @@ def test_other_database_errors_are_store_errors(
             "INSERT INTO {} (memory_id, seq, message, in_window) VALUES ('ghost', 0, '{{}}', true)"
         ).format(table(schema, "chatmemory_messages"))
     )
+    asked = requests(store.pool)
     with pytest.raises(StoreError, match="UniqueViolation") as caught:
-        add(store, "ghost", "collides")
+        add(store, "ghost", "collides")  # the load's connection is kept, the commit's is not
     assert caught.value.memory_id == "ghost"
+    assert lent(store.pool) == 0
+    add(store, "m", "y")
+    assert requests(store.pool) == asked + 1
+    assert texts(store, "m") == ["x", "y"]
     assert "ghost" not in store.memory_ids()
     drop_schema(schema)
     with pytest.raises(StoreError, match="does not exist"):
