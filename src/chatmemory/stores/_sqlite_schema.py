@@ -60,6 +60,9 @@ class Migration:
     """True when only writes use what it adds: a read-only store reads a file without it."""
 
 
+LOST_RACE = "chatmemory: another writer committed first"
+"""The error `chatmemory_commit_one` raises when the memory is no longer at the version given."""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -111,7 +114,7 @@ MIGRATIONS: tuple[Migration, ...] = (
                 NULL AS token_count, NULL AS counted_by
             WHERE 0
             """,
-            """
+            f"""
             CREATE TRIGGER chatmemory_commit_one INSTEAD OF INSERT ON chatmemory_commit
             BEGIN
                 UPDATE chatmemory_memories
@@ -119,7 +122,7 @@ MIGRATIONS: tuple[Migration, ...] = (
                     updated_at = max(updated_at, NEW.now)
                 WHERE memory_key = NEW.memory_key AND memory_id = NEW.memory_id
                     AND version = NEW.version AND next_seq = NEW.seq;
-                SELECT RAISE(ABORT, 'chatmemory: another writer committed first')
+                SELECT RAISE(ABORT, '{LOST_RACE}')
                 WHERE changes() = 0;
                 DELETE FROM chatmemory_window WHERE memory_key = NEW.memory_key AND seq = NEW.evict;
                 INSERT INTO chatmemory_messages (memory_key, seq, created_at, message)
@@ -134,9 +137,6 @@ MIGRATIONS: tuple[Migration, ...] = (
         for_writes=True,
     ),
 )
-
-LOST_RACE = "chatmemory: another writer committed first"
-"""The error `chatmemory_commit_one` raises when the memory is no longer at the version given."""
 
 UPGRADE = "open it once without read_only to upgrade it"
 """What to do about a database an older chatmemory wrote, when it was opened read-only."""

@@ -41,6 +41,7 @@ from .._contracts import (
 )
 from .._flow import Flow, arun, run
 from ._basic import AsyncBasicContract, BasicContract
+from ._idle import Idle
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection, Connection
@@ -122,15 +123,12 @@ class _RecentlyUsed:
 
 
 class _Kept(Generic[C]):
-    """Connections of the pool kept checked out between calls, the one used last first.
+    """The pool's connections the store keeps checked out between calls (see `Idle`).
 
     psycopg_pool hands its connections out in turn, and a checkout and return cost more than
     the statement's own client time: a store that takes the connection it used last skips
     both, and talks to a server process that has just run the same prepared statements (a
-    commit in a chat turn: ~470 -> ~330 µs, `python benchmarks/run.py turn`). Each connection
-    serves one caller at a time (idle ones wait in a list, whose pop and append are atomic).
-    At most a quarter of the pool's `max_size` waits here, so the pool's other users always
-    find connections (a pool of 1 to 3 gets each one back after every call). A connection
+    commit in a chat turn: ~470 -> ~330 µs, `python benchmarks/run.py turn`). A connection
     goes back to the pool, where its checks and lifetime apply, after a failed call, when it
     has been out of the pool for `HELD` seconds (or the pool's shorter `max_lifetime`), when
     it has been idle for `_RecentlyUsed.IDLE` seconds or the server has closed it, and on
@@ -139,47 +137,35 @@ class _Kept(Generic[C]):
 
     HELD = 60.0
 
-    __slots__ = ("_closed", "_held", "_idle", "_spare", "recent")
+    __slots__ = ("_held", "_idle", "recent")
 
     def __init__(self, pool: object, recent: _RecentlyUsed) -> None:
-        limit = getattr(pool, "max_size", None)
-        self._spare = limit // 4 if isinstance(limit, int) else 0
+        self._idle: Idle[tuple[C, float]] = Idle(getattr(pool, "max_size", None))
+        """(connection, when it left the pool)."""
         lifetime = getattr(pool, "max_lifetime", None)
         self._held = min(self.HELD, lifetime) if isinstance(lifetime, (int, float)) else self.HELD
-        self._idle: list[tuple[C, float]] = []
-        """(connection, when it left the pool), the newest last."""
-        self._closed = False
         self.recent = recent
 
     def take(self) -> tuple[tuple[C, float] | None, C | None]:
         """(a kept connection fit for a call and when it left the pool, or None), then a kept
         connection to give back to the pool first (or None)."""
-        try:
-            conn, taken = self._idle.pop()
-        except IndexError:
+        lease = self._idle.take()
+        if lease is None:
             return None, None
-        if self.recent.fresh(conn):
-            return (conn, taken), None
-        return None, conn
+        if self.recent.fresh(lease[0]):
+            return lease, None
+        return None, lease[0]
 
     def keeps(self, conn: C, taken: float) -> bool:
         """Whether `conn`, after a call that succeeded, waits here (else it goes back)."""
         self.recent.used(conn)
-        if (
-            self._closed
-            or len(self._idle) >= self._spare
-            or time.monotonic() - taken >= self._held
-            or conn.info.transaction_status != _IDLE
-        ):
+        if time.monotonic() - taken >= self._held or conn.info.transaction_status != _IDLE:
             return False
-        self._idle.append((conn, taken))
-        return True
+        return self._idle.keep((conn, taken))
 
     def close(self) -> list[C]:
         """The idle connections, to give back; none is kept from now on."""
-        self._closed = True
-        idle, self._idle = self._idle, []
-        return [conn for conn, _ in idle]
+        return [conn for conn, _ in self._idle.close()]
 
 
 class PostgresChatMemoryStore(BasicContract, WindowStore, HistoryStore):

@@ -49,6 +49,7 @@ from .._contracts import (
 )
 from .._errors import ConfigurationError, SerializationError, StoreError
 from ._basic import AsyncBasicContract, BasicContract
+from ._idle import Idle
 from ._rows import FIX, MessageReader
 
 try:
@@ -450,27 +451,7 @@ def _where(client: object) -> str:
 # --- direct connections -------------------------------------------------------------------------
 
 
-class _Held:
-    """What `_Direct` and `_AsyncDirect` share: the pool, the idle connections, and whether a
-    connection given back is kept."""
-
-    __slots__ = ("_closed", "_idle", "_pool", "_spare")
-
-    # Any: much of redis-py's connection API has no annotations
-    def __init__(self, pool: Any) -> None:
-        self._pool = pool
-        self._idle: list[Any] = []
-        limit = getattr(pool, "max_connections", None)
-        self._spare = limit // 4 if isinstance(limit, int) else 0
-        """At most a quarter of the pool's maximum waits idle here."""
-        self._closed = False
-
-    def _keeps(self) -> bool:
-        """Whether a connection given back waits here (else it goes back to the pool)."""
-        return not self._closed and len(self._idle) < self._spare
-
-
-class _Direct(_Held):
+class _Direct:
     """Connections of the client's pool, kept checked out for the commands of a chat turn.
 
     A window read (HGET of the version, or the load script) and a commit (the commit script)
@@ -484,20 +465,22 @@ class _Direct(_Held):
     fork the parent's connections are left alone and new ones are taken.
     """
 
-    __slots__ = ("_pid",)
+    __slots__ = ("_idle", "_pid", "_pool")
 
+    # Any: much of redis-py's connection API has no annotations
     def __init__(self, pool: Any) -> None:
-        super().__init__(pool)
+        self._pool = pool
+        self._idle: Idle[Any] = Idle(getattr(pool, "max_connections", None))
         self._pid = os.getpid()
 
     def call(self, *args: Any) -> Any:
         """The reply to one command, retried after connection errors as the client retries
         (a retried commit is recognized by its token and not applied twice)."""
         if self._pid != os.getpid():
-            self._idle, self._pid = [], os.getpid()
-        try:
-            connection = self._idle.pop()
-        except IndexError:
+            self._idle.forget()
+            self._pid = os.getpid()
+        connection = self._idle.take()
+        if connection is None:
             connection = self._pool.get_connection()
 
         def once() -> Any:
@@ -507,29 +490,29 @@ class _Direct(_Held):
         try:
             return connection.retry.call_with_retry(once, lambda _: connection.disconnect())
         finally:  # a failed connection reconnects when next used
-            if self._keeps():
-                self._idle.append(connection)
-            else:
+            if not self._idle.keep(connection):
                 self._pool.release(connection)
 
     def close(self) -> None:
-        self._closed = True
-        idle, self._idle = self._idle, []
+        idle = self._idle.close()
         if self._pid == os.getpid():
             for connection in idle:
                 self._pool.release(connection)
 
 
-class _AsyncDirect(_Held):
+class _AsyncDirect:
     """`_Direct` for redis.asyncio: one task at a time per connection, the same way."""
 
-    __slots__ = ()
+    __slots__ = ("_idle", "_pool")
+
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+        self._idle: Idle[Any] = Idle(getattr(pool, "max_connections", None))
 
     async def call(self, *args: Any) -> Any:
         """`_Direct.call`, awaited; a cancelled call leaves its connection disconnected."""
-        try:
-            connection = self._idle.pop()
-        except IndexError:
+        connection = self._idle.take()
+        if connection is None:
             connection = await self._pool.get_connection()
 
         async def once() -> Any:
@@ -542,15 +525,11 @@ class _AsyncDirect(_Held):
         try:
             return await connection.retry.call_with_retry(once, failed)
         finally:
-            if self._keeps():
-                self._idle.append(connection)
-            else:
+            if not self._idle.keep(connection):
                 await self._pool.release(connection)
 
     async def aclose(self) -> None:
-        self._closed = True
-        idle, self._idle = self._idle, []
-        for connection in idle:
+        for connection in self._idle.close():
             await self._pool.release(connection)
 
 
