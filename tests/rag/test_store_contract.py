@@ -4,7 +4,7 @@ scores, ids, removals and filters give the same answers everywhere."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -178,6 +178,12 @@ def test_filters_have_one_meaning_on_every_store(store: Any, condition: Filter) 
     expected = {i for i, m in zip(ids, METADATA, strict=True) if condition.test(m)}
     request = EmbeddingSearchRequest(query_embedding=vec(1), max_results=50, filter=condition)
     assert {m.embedding_id for m in store.search(request).matches} == expected
+    selected = store.select(condition)
+    assert set(selected) == expected
+    assert all(
+        selected[i] == TextSegment(f"segment {ids.index(i)}", METADATA[ids.index(i)])
+        for i in expected
+    )
     words = store.search_text("segment", max_results=50, filter=condition)
     assert {m.embedding_id for m in words} == expected
     store.remove_all(filter=condition)
@@ -300,3 +306,47 @@ def test_an_id_repeated_in_one_call_keeps_the_last(store: Any) -> None:
     assert store.count() == 2
     [match] = store.search(EmbeddingSearchRequest(query_embedding=vec(0, 1), max_results=1)).matches
     assert (match.embedding_id, match.embedded) == ("x", TextSegment("new"))
+
+
+def test_none_never_removes_everything(store: Any) -> None:
+    """A ported ``removeAll(null)`` is refused with a sentence; removing everything is the call
+    with no argument, as LangChain4j's ``removeAll()``."""
+    store.add_all(
+        [vec(1), vec(0, 1)], [TextSegment("a", {"k": 1}), TextSegment("b")], ids=["a", "b"]
+    )
+    calls: list[Callable[[], object]] = [
+        lambda: store.remove_all(None),
+        lambda: store.remove_all(filter=None),
+        lambda: store.remove_all(None, filter=None),
+        lambda: store.remove(None),
+        lambda: store.remove_all([None]),
+        lambda: store.remove_all(7),
+        lambda: store.remove_all("a"),
+        lambda: store.remove_all(["a"], filter=key("k").eq(1)),
+        lambda: store.remove_all(filter="k = 1"),
+    ]
+    for call in calls:
+        with pytest.raises(ConfigurationError, match=r"remove_all\(\)|remove\(\)|Filter"):
+            call()
+    assert store.count() == 2
+    store.remove_all(key("k").eq(1))  # a filter passed positionally, as removeAll(filter)
+    assert set(store.select(~key("k").eq(1))) == {"b"}
+    store.remove_all()
+    assert store.count() == 0
+
+
+def test_select_is_exact_and_refuses_what_is_not_a_filter(store: Any) -> None:
+    """`select` finds every entry a filter passes, however far from any query: what recall and
+    forgetting use to find what to delete."""
+    many = 300
+    store.add_all(
+        [vec(1, i / many) for i in range(many)] + [vec(-1, 0.001 * i) for i in range(5)],
+        [TextSegment(f"other {i}", {"user": "bob"}) for i in range(many)]
+        + [TextSegment(f"ann {i}", {"user": "ann", "n": i}) for i in range(5)],
+    )
+    found = store.select(key("user").eq("ann"))
+    assert sorted(s.metadata["n"] for s in found.values() if s is not None) == [0, 1, 2, 3, 4]
+    assert store.select(key("user").eq("nobody")) == {}
+    for bad in (None, "user = 'ann'", {"user": "ann"}):
+        with pytest.raises(ConfigurationError, match="select\\(\\) takes a Filter"):
+            store.select(bad)

@@ -38,6 +38,7 @@ from ._embeddings import (
     EmbeddingSearchResult,
     EmbeddingStore,
     FullTextSearch,
+    MetadataSelect,
     cosine_similarity,
     relevance_score,
 )
@@ -118,6 +119,7 @@ __all__ = [
     "LanguageModelQueryRouter",
     "LocalEmbeddingModel",
     "MetadataKey",
+    "MetadataSelect",
     "OpenAiEmbeddingModel",
     "ParagraphSplitter",
     "PgVectorEmbeddingStore",

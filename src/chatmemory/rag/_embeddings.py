@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+import enum
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Final, Protocol, runtime_checkable
 
 from .._errors import ConfigurationError
 from ._filters import Filter
@@ -21,10 +22,20 @@ __all__ = [
     "EmbeddingSearchResult",
     "EmbeddingStore",
     "FullTextSearch",
+    "MetadataSelect",
     "SingleWrites",
     "cosine_similarity",
     "relevance_score",
 ]
+
+
+class _Unset(enum.Enum):
+    UNSET = enum.auto()
+
+
+UNSET: Final = _Unset.UNSET
+"""The default of `remove_all`'s arguments: told apart from an explicit None, which is refused
+(a ported ``removeAll(null)`` must not wipe a store)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,21 +173,61 @@ class EmbeddingStore(Protocol):
 
     def remove(self, id: str) -> None: ...
 
-    def remove_all(self, ids: Sequence[str] | None = None, *, filter: Filter | None = None) -> None:
-        """Remove these ids, or what matches `filter`, or (neither given) everything."""
+    def remove_all(self, ids: Sequence[str] = ..., *, filter: Filter = ...) -> None:
+        """Remove these ids, or what passes `filter`, or (called with no argument) everything.
+        The built-in stores refuse None (a ported ``removeAll(null)`` must not wipe a store)."""
         ...
 
 
-def check_removal(ids: object, filter: object) -> None:
-    """The arguments of `EmbeddingStore.remove_all` every store checks alike."""
-    if ids is not None and filter is not None:
-        raise ConfigurationError("remove_all() takes ids or a filter, not both")
-    if isinstance(ids, str):
+@runtime_checkable
+class MetadataSelect(Protocol):
+    """A store that finds entries by their metadata alone, exactly: what recall and
+    `forget_user` use to find what to delete (never an approximate nearest-neighbour search)."""
+
+    def select(self, filter: Filter) -> dict[str, TextSegment | None]:
+        """Every stored entry whose segment's metadata passes `filter`: its segment, by id."""
+        ...
+
+
+def removal(ids: object, filter: object) -> list[str] | Filter | None:
+    """What `EmbeddingStore.remove_all` was asked to remove, checked alike by every store: a
+    list of ids, a filter, or None for everything (only when called with no argument)."""
+    if isinstance(ids, Filter) and filter is UNSET:
+        ids, filter = UNSET, ids  # remove_all(filter) positionally, as LangChain4j's removeAll
+    if ids is None or filter is None:
         raise ConfigurationError(
-            f"remove_all() takes a list of ids, got the str {ids!r}; use remove(id) for one"
+            "remove_all() got None: pass a list of ids or a filter= to remove those, or call "
+            "remove_all() with no argument to remove everything"
         )
-    if filter is not None and not isinstance(filter, Filter):
-        raise ConfigurationError(f"`filter` must be a Filter, got {filter!r}")
+    if ids is not UNSET and filter is not UNSET:
+        raise ConfigurationError("remove_all() takes ids or a filter, not both")
+    if filter is not UNSET:
+        if not isinstance(filter, Filter):
+            raise ConfigurationError(f"`filter` must be a Filter, got {filter!r}")
+        return filter
+    if ids is UNSET:
+        return None
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+        raise ConfigurationError(
+            f"remove_all() takes a list of ids, got {ids!r}; use remove(id) for one"
+        )
+    return [check_id(one, "remove_all()") for one in ids]
+
+
+def check_filter(filter: object) -> Filter:
+    """`filter` if it is a Filter (what `MetadataSelect.select` takes), else a sentence."""
+    if not isinstance(filter, Filter):
+        raise ConfigurationError(
+            f"select() takes a Filter (key('user_id').eq('ann'), ...), got {filter!r}"
+        )
+    return filter
+
+
+def check_id(id: object, doing: str) -> str:
+    """`id` if it is an embedding id (a str), else a ConfigurationError naming `doing`."""
+    if not isinstance(id, str):
+        raise ConfigurationError(f"{doing} takes embedding ids (str), got {id!r}")
+    return id
 
 
 def check_text_search(text: object, max_results: object, filter: object) -> None:
@@ -202,7 +253,9 @@ class SingleWrites:
     ) -> list[str]:
         raise NotImplementedError
 
-    def remove_all(self, ids: Sequence[str] | None = None, *, filter: Filter | None = None) -> None:
+    def remove_all(
+        self, ids: Sequence[str] | Filter | _Unset = UNSET, *, filter: Filter | _Unset = UNSET
+    ) -> None:
         raise NotImplementedError
 
     def add(
@@ -214,7 +267,7 @@ class SingleWrites:
 
     def remove(self, id: str) -> None:
         """Remove the embedding `id` (nothing happens when it is not stored)."""
-        self.remove_all([id])
+        self.remove_all([check_id(id, "remove()")])
 
 
 @runtime_checkable

@@ -15,13 +15,16 @@ import numpy as np
 from .._errors import ConfigurationError
 from .._frozen import thaw
 from ._embeddings import (
+    UNSET,
     Embedding,
     EmbeddingMatch,
     EmbeddingSearchRequest,
     EmbeddingSearchResult,
     SingleWrites,
-    check_removal,
+    _Unset,
+    check_filter,
     check_text_search,
+    removal,
 )
 from ._filters import Filter
 from ._values import TextSegment
@@ -86,13 +89,21 @@ class InMemoryEmbeddingStore(SingleWrites):
         with self._lock:
             return self._index.search_text(text, max_results, filter)
 
-    def remove_all(self, ids: Sequence[str] | None = None, *, filter: Filter | None = None) -> None:
-        check_removal(ids, filter)
+    def remove_all(
+        self, ids: Sequence[str] | Filter | _Unset = UNSET, *, filter: Filter | _Unset = UNSET
+    ) -> None:
+        chosen = removal(ids, filter)
         with self._lock:
-            if ids is None:
-                self._index.remove(self._index.matching(filter))
+            if isinstance(chosen, list):
+                self._index.remove(chosen)
             else:
-                self._index.remove(list(ids))
+                self._index.remove(self._index.matching(chosen))
+
+    def select(self, filter: Filter) -> dict[str, TextSegment | None]:
+        """Every entry whose metadata passes `filter`: its segment, by id (exact)."""
+        check_filter(filter)
+        with self._lock:
+            return self._index.selected(filter)
 
     # -- LangChain4j's file format
 

@@ -165,6 +165,12 @@ class VectorIndex:
             return list(self.ids)
         return [self.ids[n] for n in np.flatnonzero(self._mask(condition)).tolist()]
 
+    def selected(self, condition: Filter) -> dict[str, TextSegment | None]:
+        """The segments (by id) that pass `condition` (its mask is not kept: a selection is
+        usually one conversation's or one user's, asked once)."""
+        passing = _passing(condition, self.segments)
+        return {self.ids[n]: self.segments[n] for n in np.flatnonzero(passing).tolist()}
+
     def _mask(self, condition: Filter) -> npt.NDArray[np.bool_]:
         name = repr(condition)
         found = self._masks.get(name)

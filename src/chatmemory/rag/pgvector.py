@@ -22,13 +22,16 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, StoreError
 from ._embeddings import (
+    UNSET,
     Embedding,
     EmbeddingMatch,
     EmbeddingSearchRequest,
     EmbeddingSearchResult,
     SingleWrites,
-    check_removal,
+    _Unset,
+    check_filter,
     check_text_search,
+    removal,
 )
 from ._filters import Filter
 from ._values import TextSegment
@@ -191,15 +194,25 @@ class PgVectorEmbeddingStore(SingleWrites):
                 cursor.executemany(self._sql.upsert, rows)
         return chosen
 
-    def remove_all(self, ids: Sequence[str] | None = None, *, filter: Filter | None = None) -> None:
-        """Remove these ids, or what matches `filter`, or (neither given) everything."""
-        check_removal(ids, filter)
-        if ids is not None:
-            statement, params = self._sql.delete_ids, [list(ids)]
+    def remove_all(
+        self, ids: Sequence[str] | Filter | _Unset = UNSET, *, filter: Filter | _Unset = UNSET
+    ) -> None:
+        """Remove these ids, or what passes `filter`, or (called with no argument) everything."""
+        chosen = removal(ids, filter)
+        if isinstance(chosen, list):
+            statement, params = self._sql.delete_ids, [chosen]
         else:
-            statement, params = self._sql.delete_where(filter)
+            statement, params = self._sql.delete_where(chosen)
         with self._errors("remove embeddings"), self._pool.connection() as conn:
             conn.execute(statement, params)
+
+    def select(self, filter: Filter) -> dict[str, TextSegment | None]:
+        """Every entry whose metadata passes `filter`: its segment, by id (an exact ``WHERE``,
+        never the approximate index)."""
+        statement, params = self._sql.select_where(check_filter(filter))
+        with self._errors("select embeddings"), self._pool.connection() as conn:
+            rows = conn.execute(statement, params).fetchall()
+        return {str(id): _segment(text, metadata) for id, text, metadata in rows}
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -242,8 +255,9 @@ class PgVectorEmbeddingStore(SingleWrites):
 
     def _match(self, row: Sequence[Any], *, score: float) -> EmbeddingMatch:
         id, vector, text, metadata = row[:4]
-        segment = None if text is None else TextSegment(text, metadata or {})
-        return EmbeddingMatch(score, id, Embedding(tuple(vector.to_list())), segment)
+        return EmbeddingMatch(
+            score, id, Embedding(tuple(vector.to_list())), _segment(text, metadata)
+        )
 
     def _check_embedding(self, embedding: object) -> None:
         if not isinstance(embedding, Embedding):
@@ -322,6 +336,11 @@ class _Statements:
         where, params = _filter(condition)
         return self.sql.SQL("DELETE FROM {t} WHERE {w}").format(t=self.name, w=where), params
 
+    def select_where(self, condition: Filter) -> tuple[Any, list[Any]]:
+        where, params = _filter(condition)
+        statement = self.sql.SQL("SELECT id, text, metadata FROM {t} WHERE {w}")
+        return statement.format(t=self.name, w=where), params
+
     def nearest(self, condition: Filter | None) -> tuple[Any, list[Any]]:
         where, params = _filter(condition)
         statement = self.sql.SQL(
@@ -339,6 +358,10 @@ class _Statements:
             "FROM {t}, q WHERE tsv @@ q.query AND {w} ORDER BY rank DESC, id LIMIT %s"
         ).format(t=self.name, w=where, c=self.sql.Literal(self.config))
         return statement, params
+
+
+def _segment(text: str | None, metadata: dict[str, Any] | None) -> TextSegment | None:
+    return None if text is None else TextSegment(text, metadata or {})
 
 
 def _filter(condition: Filter | None) -> tuple[Any, list[Any]]:

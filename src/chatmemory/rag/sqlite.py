@@ -28,13 +28,16 @@ import numpy as np
 from .._errors import ConfigurationError, StoreError
 from .._frozen import thaw
 from ._embeddings import (
+    UNSET,
     Embedding,
     EmbeddingMatch,
     EmbeddingSearchRequest,
     EmbeddingSearchResult,
     SingleWrites,
-    check_removal,
+    _Unset,
+    check_filter,
     check_text_search,
+    removal,
 )
 from ._filters import Filter
 from ._values import TextSegment
@@ -259,20 +262,29 @@ class SqliteEmbeddingStore(SingleWrites):
                 filter,
             )
 
-    def remove_all(self, ids: Sequence[str] | None = None, *, filter: Filter | None = None) -> None:
-        check_removal(ids, filter)
+    def remove_all(
+        self, ids: Sequence[str] | Filter | _Unset = UNSET, *, filter: Filter | _Unset = UNSET
+    ) -> None:
+        chosen = removal(ids, filter)
         with self._lock, self._errors("remove embeddings"):
             self._refresh()
             with self._following() as follow, self._writing():
-                if ids is None and filter is None:
+                if chosen is None:
                     doomed = list(self._cache.ids)
                     self._db.execute(f"DELETE FROM {self.table}")
                 else:
-                    doomed = list(ids) if ids is not None else self._cache.matching(filter)
+                    doomed = chosen if isinstance(chosen, list) else self._cache.matching(chosen)
                     self._db.executemany(
                         f"DELETE FROM {self.table} WHERE id = ?", [(i,) for i in doomed]
                     )
                 follow(doomed)
+
+    def select(self, filter: Filter) -> dict[str, TextSegment | None]:
+        """Every entry whose metadata passes `filter`: its segment, by id (exact)."""
+        check_filter(filter)
+        with self._lock, self._errors("select embeddings"):
+            self._refresh()
+            return self._cache.selected(filter)
 
     @contextmanager
     def _following(self) -> Iterator[Callable[..., None]]:
