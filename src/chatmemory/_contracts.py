@@ -48,6 +48,7 @@ __all__ = [
     "WindowStore",
     "check_errors",
     "check_memory_id",
+    "life_of",
 ]
 
 Errors = Literal["raise", "skip"]
@@ -79,6 +80,11 @@ class WindowSnapshot:
     stamp: object = field(default=None, compare=False, repr=False)
     """The store's own mark of when it read this, if it has one (see `WindowStore.load_window`);
     not part of the value. A store may refresh it on a snapshot it confirms unchanged."""
+    life: str = field(default="", compare=False, repr=False)
+    """Which life of the memory id the rows belong to: a new value once the id was deleted and
+    used again, when its sequence numbers start over ("" when nothing is stored, or for a store
+    that does not tell). What is kept about a memory id elsewhere (a recall cache) is only
+    valid for the life it was read in."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +108,8 @@ class Committed:
     """The seq of the first appended message; the others follow it one by one."""
     stamp: object = field(default=None, compare=False, repr=False)
     """As `WindowSnapshot.stamp`, for the window as this commit left it."""
+    life: str = field(default="", compare=False, repr=False)
+    """As `WindowSnapshot.life`: the life of the memory id this commit wrote to."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +252,18 @@ class AsyncHistoryStore(Protocol):
     async def memory_ids(self) -> list[str]: ...
 
     async def summaries(self) -> list[MemorySummary]: ...
+
+
+def life_of(born: object) -> str:
+    """A store's birth mark of a memory id's life (a time, as the store keeps it) as the
+    `life` of its snapshots and commits."""
+    if born is None:
+        return ""
+    if isinstance(born, bytes):
+        return born.decode("ascii", "replace")
+    if isinstance(born, datetime):
+        return born.isoformat()
+    return str(born)
 
 
 def check_memory_id(memory_id: object) -> str:

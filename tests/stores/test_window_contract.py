@@ -106,6 +106,30 @@ def test_a_deleted_and_recreated_id_never_looks_unchanged(backend: Any, context:
 
 
 @every_store
+def test_a_memory_ids_life_is_kept_by_commits_and_renewed_by_a_delete(
+    backend: Any, context: Context
+) -> None:
+    """`life` tells a cache that rows of the same seqs are not the same rows: what recall keeps
+    per conversation must not outlive a delete (a forgotten message would come back)."""
+
+    async def scenario(store: Any, raw: Any, mode: str) -> None:
+        assert (await store.load_window("l")).life == ""
+        first = await store.commit_window("l", version=0, append=_new("a"), evict=[])
+        assert first.life != ""
+        second = await store.commit_window("l", version=first.version, append=_new("b"), evict=[])
+        loaded = await store.load_window("l")
+        assert first.life == second.life == loaded.life
+        await store.delete_messages("l")
+        assert (await store.load_window("l", since=loaded)).life == ""
+        again = await store.commit_window("l", version=0, append=_new("a"), evict=[])
+        reloaded = await store.load_window("l", since=loaded)
+        assert again.life == reloaded.life
+        assert reloaded.life not in ("", first.life)
+
+    drive(backend, context, scenario)
+
+
+@every_store
 def test_summaries_count_rows_without_decoding(backend: Any, context: Context) -> None:
     async def scenario(store: Any, raw: Any, mode: str) -> None:
         assert await store.summaries() == []

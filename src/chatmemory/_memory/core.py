@@ -337,7 +337,9 @@ class MemoryCore:
                     committed.first_seq + offset, new.message, new.token_count, new.counted_by
                 )
                 new_rows.append(entry.row)
-        snapshot = WindowSnapshot(committed.version, (*rows, *new_rows), stamp=committed.stamp)
+        snapshot = WindowSnapshot(
+            committed.version, (*rows, *new_rows), stamp=committed.stamp, life=committed.life
+        )
         kept = fitted.kept
         if plan.tools is None:
             tools = sum(has_tool_traffic(e.message) for e in kept)

@@ -36,6 +36,7 @@ from .._contracts import (
     WindowSnapshot,
     check_errors,
     check_memory_id,
+    life_of,
 )
 from .._errors import ConfigurationError, SerializationError, StoreError, shorten
 from .._flow import Flow, call
@@ -423,7 +424,7 @@ class PostgresCore:
                     unreadable.append(seq)
                     continue
             window.append(row)
-        return WindowSnapshot(version, tuple(window), tuple(unreadable), born)
+        return WindowSnapshot(version, tuple(window), tuple(unreadable), born, life_of(born))
 
     @_checks_memory_id
     def commit_window(
@@ -455,7 +456,7 @@ class PostgresCore:
         if not claimed:
             return None  # another writer won: nothing was written
         new_version, first_seq, born = claimed[0]
-        return Committed(new_version, first_seq, born)
+        return Committed(new_version, first_seq, born, life_of(born))
 
     @_checks_memory_id
     def delete_messages(self, memory_id: str) -> Flow[None]:

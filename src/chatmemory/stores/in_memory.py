@@ -38,6 +38,8 @@ class _Log:
     updated_at: datetime | None = None
     snapshot: WindowSnapshot | None = None
     """The window at `version`, made on the first read after a commit."""
+    life: str = ""
+    """The version of the commit that created the id this time (see `WindowSnapshot.life`)."""
 
 
 class InMemoryChatMemoryStore(BasicContract, WindowStore, HistoryStore):
@@ -71,7 +73,9 @@ class InMemoryChatMemoryStore(BasicContract, WindowStore, HistoryStore):
             if since is not None and since.version == log.version:
                 return since
             if log.snapshot is None:
-                log.snapshot = WindowSnapshot(log.version, tuple(log.window.values()))
+                log.snapshot = WindowSnapshot(
+                    log.version, tuple(log.window.values()), life=log.life
+                )
             return log.snapshot
 
     def commit_window(
@@ -99,10 +103,11 @@ class InMemoryChatMemoryStore(BasicContract, WindowStore, HistoryStore):
                 if log.history is not None:
                     log.history.append((row, now))
             log.version = next(self._versions)
+            log.life = log.life or str(log.version)
             log.updated_at = now
             log.snapshot = None
             self._logs[memory_id] = log
-            return Committed(log.version, first_seq)
+            return Committed(log.version, first_seq, life=log.life)
 
     def delete_messages(self, memory_id: str) -> None:
         self._check(memory_id)

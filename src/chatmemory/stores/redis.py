@@ -46,6 +46,7 @@ from .._contracts import (
     WindowStore,
     check_errors,
     check_memory_id,
+    life_of,
 )
 from .._errors import ConfigurationError, SerializationError, StoreError
 from ._basic import AsyncBasicContract, BasicContract
@@ -368,13 +369,16 @@ def _snapshot(
                 unreadable.append(seq)
                 continue
         rows.append(row)
-    return WindowSnapshot(version, tuple(rows), tuple(unreadable), born)
+    return WindowSnapshot(version, tuple(rows), tuple(unreadable), born, life_of(born))
 
 
 def _committed(reply: list[Any]) -> Committed | None:
     """The commit script's reply: {} when the version did not match, else the new version,
     the first seq (both integers) and the birth time of the id's life, the snapshot's stamp."""
-    return Committed(*reply) if reply else None
+    if not reply:
+        return None
+    version, first_seq, born = reply
+    return Committed(version, first_seq, born, life_of(born))
 
 
 def _summaries(prefix: bytes, keys: list[bytes], counts: list[Any]) -> list[MemorySummary]:

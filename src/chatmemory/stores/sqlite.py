@@ -29,8 +29,10 @@ from .._contracts import (
     WindowStore,
     check_errors,
     check_memory_id,
+    life_of,
 )
 from .._errors import ConfigurationError, SerializationError, StoreError
+from .._sqlite import forgetting, scrub
 from ._basic import AsyncBasicContract, BasicContract
 from ._rows import MessageReader
 from ._sqlite_schema import (
@@ -245,8 +247,8 @@ class SqliteChatMemoryStore(BasicContract, WindowStore, HistoryStore):
     survives the process crashing or being killed, and the file is never left half-written.
     After a power loss or an operating-system crash, the last commits before it may be lost
     (the database stays consistent). ``secure_delete`` is on: `delete_messages` overwrites the
-    deleted messages in the file (copies may linger in the ``-wal`` file until its next
-    checkpoint).
+    deleted messages in the file (copies may linger in the ``-wal`` file until `scrub()`, which
+    `forget_user` calls, empties it).
 
     SQLite failures raise `StoreError` naming the store and the memory id; a write that fails is
     rolled back whole. A stored row that cannot be read raises `SerializationError` naming the
@@ -355,7 +357,9 @@ class SqliteChatMemoryStore(BasicContract, WindowStore, HistoryStore):
                     unreadable.append(seq)
                     continue
             window.append(row)
-        return WindowSnapshot(rows[0][0], tuple(window), tuple(unreadable), (*seen, rows[0][1]))
+        born = rows[0][1]
+        stamp = (*seen, born)
+        return WindowSnapshot(rows[0][0], tuple(window), tuple(unreadable), stamp, life_of(born))
 
     def commit_window(
         self,
@@ -413,7 +417,7 @@ class SqliteChatMemoryStore(BasicContract, WindowStore, HistoryStore):
             # commit, so a snapshot stamped with it is confirmed the moment nothing else was
             # committed since, and only looked up again (`_VERSION`) otherwise.
             stamp = (self._data_version, self._writes, born)
-        return Committed(new_version, first_seq, stamp)
+        return Committed(new_version, first_seq, stamp, life_of(born))
 
     def _commit_one(
         self,
@@ -442,7 +446,7 @@ class SqliteChatMemoryStore(BasicContract, WindowStore, HistoryStore):
             new_version = max(version + 1, now)
             self._keep(memory_id, key, new_version, seq + 1, born)
             stamp = (self._data_version, self._writes, born)  # as in `commit_window`
-        return Committed(new_version, seq, stamp)
+        return Committed(new_version, seq, stamp, life_of(born))
 
     def delete_messages(self, memory_id: str) -> None:
         """Forget `memory_id`: its window, its whole history and the id itself."""
@@ -490,6 +494,13 @@ class SqliteChatMemoryStore(BasicContract, WindowStore, HistoryStore):
             MemorySummary(memory_id, messages, in_window, _updated(updated_at))
             for memory_id, messages, in_window, updated_at in rows
         ]
+
+    def scrub(self) -> bool:
+        """Empty the ``-wal`` file into the database, so no copy of a deleted message is left
+        there (`delete_messages` already zeroed it in the database); False when another
+        connection's read kept the log from being emptied."""
+        with self._using("empty the write-ahead log", None) as connection:
+            return scrub(connection)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -545,7 +556,7 @@ class SqliteChatMemoryStore(BasicContract, WindowStore, HistoryStore):
                 lambda: connection.execute("PRAGMA journal_mode = WAL").fetchone(), self._timeout
             )
             connection.execute("PRAGMA synchronous = NORMAL")
-            connection.execute("PRAGMA secure_delete = ON")
+            forgetting(connection)
             migrate(connection, self)
         except BaseException as error:
             connection.close()
