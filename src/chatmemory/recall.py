@@ -19,6 +19,13 @@ Indexing is idempotent (ids derive from the memory id, sequence number and chunk
 incremental (a mark per memory id records how far it went), so `index` after every turn costs
 the new messages, and after a crash or an import it catches up.
 
+Nothing kept here outlives what it was read from. A memory id that was deleted and used again
+starts a new *life* (`WindowSnapshot.life`) whose sequence numbers start over: what this process
+keeps of a conversation (its history, how far it is indexed) is for one life only, index
+entries and marks carry the life they were made in, and the first index of a new life removes
+what the old one left. Finding entries to remove or marks to read is an exact metadata lookup
+(`MetadataSelect.select`), never a nearest-neighbour search.
+
 In a service (`ai_service(..., semantic_recall=recall)`), what is recalled reaches the model as
 one delimited block at the end of the system message, for every model call of the turn, and is
 never stored: the system message is where context that is not the user's own words belongs (the
@@ -30,6 +37,7 @@ the request fits the memory's own budget again.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import inspect
 import threading
 import uuid
@@ -52,6 +60,7 @@ from .rag import (
     EmbeddingSearchResult,
     EmbeddingStore,
     Filter,
+    MetadataSelect,
     TextSegment,
     WordSplitter,
     key,
@@ -65,6 +74,31 @@ _SAVE_EVERY = 64
 cost an embedding-store upsert per turn)."""
 _NAMESPACE = uuid.UUID("0c7f1b0e-5b7a-4e0c-9a53-9f1f0e4b2d61")
 KIND = "chatmemory_recall"
+_KEPT = 1_000
+"""Conversations whose history and mark a process keeps (the least recently used go first)."""
+
+Rows = list[tuple[int, ChatMessage]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Window:
+    """A conversation's window as (seq, message) rows, and the life of the id they belong to."""
+
+    life: str
+    rows: Rows
+
+
+@dataclass(slots=True)
+class _Kept:
+    """What this process keeps of one conversation, valid for one life of it only."""
+
+    life: str
+    mark: int | None = None
+    """The last seq indexed (None: not read from the index yet)."""
+    saved: int = -1
+    """The last seq the stored mark records."""
+    history: Rows | None = None
+    """The history as (seq, message), read once and extended by later windows."""
 
 
 class _History(Protocol):
@@ -76,17 +110,21 @@ class _Io(Protocol):
 
     def history(self, memory_id: str) -> list[HistoryEntry]: ...
 
-    def window(self, memory_id: str) -> list[tuple[int, ChatMessage]] | None:
-        """The window's (seq, message) rows, when the store has the window contract."""
+    def window(self, memory_id: str) -> _Window | None:
+        """The window and its life, when the store has the window contract."""
         ...
 
     def embed(self, texts: list[str]) -> list[Embedding]: ...
 
     def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult: ...
 
+    def select(self, condition: Filter) -> dict[str, TextSegment | None]: ...
+
     def add_all(
         self, embeddings: list[Embedding], segments: list[TextSegment], ids: list[str]
     ) -> None: ...
+
+    def remove(self, ids: list[str]) -> None: ...
 
 
 class _SyncIo:
@@ -96,11 +134,12 @@ class _SyncIo:
     def history(self, memory_id: str) -> list[HistoryEntry]:
         return self._history.history(memory_id)  # type: ignore[no-any-return]
 
-    def window(self, memory_id: str) -> list[tuple[int, ChatMessage]] | None:
+    def window(self, memory_id: str) -> _Window | None:
         load = getattr(self._history, "load_window", None)
         if load is None:
             return None
-        return [(row.seq, row.message) for row in load(memory_id).rows]
+        snapshot = load(memory_id)
+        return _Window(snapshot.life, [(row.seq, row.message) for row in snapshot.rows])
 
     def embed(self, texts: list[str]) -> list[Embedding]:
         return self._recall.embedding_model.embed_all(texts)
@@ -108,10 +147,24 @@ class _SyncIo:
     def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult:
         return self._recall.store.search(request)
 
+    def select(self, condition: Filter) -> dict[str, TextSegment | None]:
+        store = self._recall.store
+        if isinstance(store, MetadataSelect):
+            return store.select(condition)
+        # A store of one's own without `select`: its filtered search, as exact as it is.
+        request = EmbeddingSearchRequest(
+            query_embedding=self._recall.probe(), max_results=100_000, filter=condition
+        )
+        return {m.embedding_id: m.embedded for m in store.search(request).matches}
+
     def add_all(
         self, embeddings: list[Embedding], segments: list[TextSegment], ids: list[str]
     ) -> None:
         self._recall.store.add_all(embeddings, segments, ids=ids)
+
+    def remove(self, ids: list[str]) -> None:
+        if ids:
+            self._recall.store.remove_all(ids)
 
 
 class _AsyncIo:
@@ -127,14 +180,14 @@ class _AsyncIo:
             return await self._history.history(memory_id)  # type: ignore[no-any-return]
         return await asyncio.to_thread(self._sync.history, memory_id)
 
-    async def window(self, memory_id: str) -> list[tuple[int, ChatMessage]] | None:
+    async def window(self, memory_id: str) -> _Window | None:
         load = getattr(self._history, "load_window", None)
         if load is None:
             return None
         if not inspect.iscoroutinefunction(load):
             return await asyncio.to_thread(self._sync.window, memory_id)
         snapshot = await load(memory_id)
-        return [(row.seq, row.message) for row in snapshot.rows]
+        return _Window(snapshot.life, [(row.seq, row.message) for row in snapshot.rows])
 
     async def embed(self, texts: list[str]) -> list[Embedding]:
         aembed = getattr(self._recall.embedding_model, "aembed_all", None)
@@ -145,10 +198,16 @@ class _AsyncIo:
     async def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult:
         return await asyncio.to_thread(self._sync.search, request)
 
+    async def select(self, condition: Filter) -> dict[str, TextSegment | None]:
+        return await asyncio.to_thread(self._sync.select, condition)
+
     async def add_all(
         self, embeddings: list[Embedding], segments: list[TextSegment], ids: list[str]
     ) -> None:
         await asyncio.to_thread(self._sync.add_all, embeddings, segments, ids)
+
+    async def remove(self, ids: list[str]) -> None:
+        await asyncio.to_thread(self._sync.remove, ids)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,9 +278,7 @@ class SemanticRecall:
         self.recall_budget = recall_budget
         self.estimator = estimator or OpenAiTokenCountEstimator("gpt-4o")
         self.splitter = WordSplitter(chunk_size)
-        self._marks: dict[str, int] = {}
-        self._saved: dict[str, int] = {}
-        self._histories: dict[str, list[tuple[int, ChatMessage]]] = {}
+        self._kept: OrderedDict[str, _Kept] = OrderedDict()
         self._queries: OrderedDict[str, Embedding] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -230,6 +287,25 @@ class SemanticRecall:
             f"SemanticRecall(top_k={self.top_k}, message_range={self.message_range}, "
             f"scope={self.scope!r})"
         )
+
+    # -- what this process keeps, per conversation and life
+
+    def _keeping(self, memory_id: str, life: str | None) -> _Kept:
+        """What is kept of `memory_id` for `life` (None: a store that does not tell lives, whose
+        history is then never kept); anything kept for another life is dropped."""
+        with self._lock:
+            kept = self._kept.get(memory_id)
+            if kept is None or life is None or kept.life != life:
+                kept = _Kept(life or "")
+                if life is not None:
+                    self._kept[memory_id] = kept
+                    while len(self._kept) > _KEPT:
+                        self._kept.popitem(last=False)
+                else:
+                    self._kept.pop(memory_id, None)
+            else:
+                self._kept.move_to_end(memory_id)
+            return kept
 
     # -- indexing
 
@@ -248,19 +324,28 @@ class SemanticRecall:
         return await arun(self._index(memory_id, user_id, full), _AsyncIo(history, self))
 
     def _index(self, memory_id: str, user_id: str | None, full: bool) -> Flow[int]:
-        upto = yield from self._mark(memory_id)
-        if full:
-            rows = yield from self._history_rows(memory_id, reload=True)
+        window = yield from call(_Io.window, memory_id)
+        life = window.life if window is not None else None
+        kept = self._keeping(memory_id, life)
+        upto = yield from self._mark(memory_id, kept)
+        if full or window is None:
+            rows = yield from self._history_rows(memory_id, kept, reload=True)
             new = [row for row in rows if row[0] > upto]
         else:
-            new = yield from self._new_rows(memory_id, upto)
+            new = yield from self._new_rows(memory_id, upto, window, kept)
         segments: list[TextSegment] = []
         ids: list[str] = []
         for seq, message in new:
             text = _text(message)
             if text is None:
                 continue
-            base = {"kind": KIND, "memory_id": memory_id, "user_id": user_id or "", "seq": seq}
+            base = {
+                "kind": KIND,
+                "memory_id": memory_id,
+                "user_id": user_id or "",
+                "seq": seq,
+                "life": kept.life,
+            }
             for chunk in self.splitter.split(Document(text)):
                 index = chunk.metadata["index"]
                 segments.append(TextSegment(chunk.text, {**base, "chunk": index}))
@@ -272,71 +357,74 @@ class SemanticRecall:
         if new:
             last = new[-1][0]
             with self._lock:
-                self._marks[memory_id] = last
-                stale = last - self._saved.get(memory_id, -1) >= _SAVE_EVERY or full
+                kept.mark = last
+                stale = last - kept.saved >= _SAVE_EVERY or full
             if stale or upto < 0:  # the mark is saved now and then: a restart redoes at most
                 meta = {"kind": KIND + "_mark", "memory_id": memory_id, "user_id": user_id or ""}
-                mark = TextSegment("", {**meta, "upto": last})  # _SAVE_EVERY messages (same ids)
-                yield from call(_Io.add_all, [self._probe()], [mark], [self._mark_id(memory_id)])
-                with self._lock:
-                    self._saved[memory_id] = last
+                mark = TextSegment("", {**meta, "upto": last, "life": kept.life})
+                yield from call(_Io.add_all, [self.probe()], [mark], [self._mark_id(memory_id)])
+                with self._lock:  # _SAVE_EVERY messages (same ids)
+                    kept.saved = last
         return len({s.metadata["seq"] for s in segments})
 
-    def _new_rows(self, memory_id: str, upto: int) -> Flow[list[tuple[int, ChatMessage]]]:
+    def _new_rows(self, memory_id: str, upto: int, window: _Window, kept: _Kept) -> Flow[Rows]:
         """The messages after `upto`: from the window when it holds every one of them (the
         cheap read after a turn), else from the history (a catch-up)."""
-        window = yield from call(_Io.window, memory_id)
-        if window is not None:
-            newer = [row for row in window if row[0] > upto]
-            if newer and len(newer) == newer[-1][0] - upto:  # no gap: none left the window
-                with self._lock:
-                    cached = self._histories.get(memory_id)
-                    if cached is not None and (not cached or cached[-1][0] < newer[0][0]):
-                        cached.extend(newer)
-                return newer
-            if not newer:
-                return []
-        rows = yield from self._history_rows(memory_id, reload=True)
+        newer = [row for row in window.rows if row[0] > upto]
+        if newer and len(newer) == newer[-1][0] - upto:  # no gap: none left the window
+            with self._lock:
+                cached = kept.history
+                if cached is not None and (not cached or cached[-1][0] < newer[0][0]):
+                    cached.extend(newer)
+            return newer
+        if not newer:
+            return []
+        rows = yield from self._history_rows(memory_id, kept, reload=True)
         return [row for row in rows if row[0] > upto]
 
-    def _history_rows(
-        self, memory_id: str, *, reload: bool = False
-    ) -> Flow[list[tuple[int, ChatMessage]]]:
-        """`memory_id`'s history as (seq, message), kept per process (it only grows)."""
+    def _history_rows(self, memory_id: str, kept: _Kept, *, reload: bool = False) -> Flow[Rows]:
+        """`memory_id`'s history as (seq, message), kept for the life `kept` is for (it only
+        grows within one life)."""
         with self._lock:
-            cached = self._histories.get(memory_id)
+            cached = kept.history
         if cached is None or reload:
             entries = yield from call(_Io.history, memory_id)
             cached = [(e.seq, e.message) for e in entries]
             with self._lock:
-                self._histories[memory_id] = cached
-                while len(self._histories) > 1_000:
-                    self._histories.pop(next(iter(self._histories)))
+                kept.history = cached
         return cached
 
-    def _probe(self) -> Embedding:
+    def probe(self) -> Embedding:
+        """The vector stored with an index mark (a mark is found by its metadata alone)."""
         return Embedding((1.0,) + (0.0,) * (self.embedding_model.dimension - 1))
 
     def _mark_id(self, memory_id: str) -> str:
         return str(uuid.uuid5(_NAMESPACE, f"mark\0{memory_id}"))
 
-    def _mark(self, memory_id: str) -> Flow[int]:
-        """How far `memory_id` is indexed: kept per process, else read from its mark."""
+    def _mark(self, memory_id: str, kept: _Kept) -> Flow[int]:
+        """How far `memory_id` is indexed in the life `kept` is for: kept, else read from its
+        mark. A mark of an earlier life means the index holds what that life said: it goes
+        (the entries and the mark) and indexing starts over. A mark written before marks
+        carried a life is taken as this life's."""
         with self._lock:
-            if memory_id in self._marks:
-                return self._marks[memory_id]
+            if kept.mark is not None:
+                return kept.mark
         condition = key("kind").eq(KIND + "_mark") & key("memory_id").eq(memory_id)
-        request = EmbeddingSearchRequest(
-            query_embedding=self._probe(), max_results=1, filter=condition
-        )
-        found = (yield from call(_Io.search, request)).matches
+        found = yield from call(_Io.select, condition)
         upto = -1
-        if found and found[0].embedded is not None:
-            upto = int(found[0].embedded.metadata.get("upto", -1))
+        for segment in found.values():
+            if segment is None:
+                continue
+            life = segment.metadata.get("life", kept.life)
+            if life == kept.life:
+                upto = max(upto, int(segment.metadata.get("upto", -1)))
+        if upto < 0 and found:
+            stale = yield from call(_Io.select, self._entries(memory_id=memory_id))
+            yield from call(_Io.remove, sorted(stale))
         with self._lock:
-            self._marks[memory_id] = upto
-            self._saved[memory_id] = upto
-        return upto
+            kept.mark = upto if kept.mark is None else kept.mark
+            kept.saved = upto
+        return kept.mark
 
     # -- recalling
 
@@ -391,23 +479,26 @@ class SemanticRecall:
         matches = (yield from call(_Io.search, request)).matches
         taken: set[tuple[str, int]] = set()
         found: list[RecalledMessages] = []
-        windows: dict[str, set[int]] = {}
+        sources: dict[str, tuple[_Window | None, set[int], _Kept]] = {}
         for match in matches:
             if len(found) == self.top_k or match.embedded is None:
                 break
             meta = match.embedded.metadata
             source, seq = str(meta["memory_id"]), int(meta["seq"])
-            if source not in windows:
-                rows = yield from call(_Io.window, source)
-                windows[source] = {s for s, _ in rows} if rows is not None else set()
-            if seq in windows[source]:
+            if source not in sources:
+                window = yield from call(_Io.window, source)
+                kept = self._keeping(source, window.life if window is not None else None)
+                in_window = {s for s, _ in window.rows} if window is not None else set()
+                sources[source] = (window, in_window, kept)
+            window, in_window, kept = sources[source]
+            if window is not None and meta.get("life", window.life) != window.life:
+                continue  # an entry of an earlier life of that conversation: not its words now
+            if seq in in_window:
                 continue
-            history = yield from self._history_rows(source)
-            if not any(s == seq for s, _ in history[-1:]) and seq > (
-                history[-1][0] if history else -1
-            ):
-                history = yield from self._history_rows(source, reload=True)
-            around = self._around(history, seq, taken, source, windows[source])
+            history = yield from self._history_rows(source, kept)
+            if not history or seq > history[-1][0]:
+                history = yield from self._history_rows(source, kept, reload=True)
+            around = self._around(history, seq, taken, source, in_window)
             if around is not None:
                 seqs = tuple(s for s, _ in around)
                 messages = tuple(m for _, m in around)
@@ -416,12 +507,12 @@ class SemanticRecall:
 
     def _around(
         self,
-        history: list[tuple[int, ChatMessage]],
+        history: Rows,
         seq: int,
         taken: set[tuple[str, int]],
         source: str,
         in_window: set[int],
-    ) -> list[tuple[int, ChatMessage]] | None:
+    ) -> Rows | None:
         position = _position(history, seq)
         if position is None:
             return None
@@ -458,38 +549,59 @@ class SemanticRecall:
             parts.append(candidate)
         return _framed(parts) if parts else ""
 
-    def memory_ids_of(self, user_id: str) -> list[str]:
-        """The conversations indexed for `user_id` (from their index marks)."""
-        condition = key("kind").eq(KIND + "_mark") & key("user_id").eq(user_id)
-        request = EmbeddingSearchRequest(
-            query_embedding=self._probe(), max_results=10_000, filter=condition
-        )
-        matches = self.store.search(request).matches
-        found = [str(m.embedded.metadata["memory_id"]) for m in matches if m.embedded is not None]
-        return sorted(set(found))
+    # -- what belongs to whom, and forgetting it
 
-    def forget(self, *, memory_id: str | None = None, user_id: str | None = None) -> None:
-        """Remove the index entries of one conversation or of one user."""
+    def memory_ids_of(self, user_id: str) -> list[str]:
+        """The conversations indexed for `user_id`, found by the metadata of their index entries
+        and marks (an exact lookup)."""
+        return run(self._memory_ids_of(user_id), _SyncIo(None, self))
+
+    async def amemory_ids_of(self, user_id: str) -> list[str]:
+        """`memory_ids_of` for asyncio."""
+        return await arun(self._memory_ids_of(user_id), _AsyncIo(None, self))
+
+    def _memory_ids_of(self, user_id: str) -> Flow[list[str]]:
+        if not isinstance(user_id, str) or not user_id:
+            raise ConfigurationError(f"memory_ids_of() needs a non-empty user id, got {user_id!r}")
+        marks = yield from call(_Io.select, self._entries(user_id=user_id))
+        found = {str(s.metadata["memory_id"]) for s in marks.values() if s is not None}
+        return sorted(found)
+
+    def forget(self, *, memory_id: str | None = None, user_id: str | None = None) -> int:
+        """Remove the index entries (embedded messages and marks) of one conversation or of one
+        user; how many were removed."""
+        return run(self._forget(memory_id, user_id), _SyncIo(None, self))
+
+    async def aforget(self, *, memory_id: str | None = None, user_id: str | None = None) -> int:
+        """`forget` for asyncio."""
+        return await arun(self._forget(memory_id, user_id), _AsyncIo(None, self))
+
+    def _forget(self, memory_id: str | None, user_id: str | None) -> Flow[int]:
         if (memory_id is None) == (user_id is None):
             raise ConfigurationError("forget() takes memory_id= or user_id=, one of them")
-        condition = (
-            key("memory_id").eq(memory_id)
-            if memory_id is not None
-            else key("user_id").eq(user_id or "")
-        )
-        self.store.remove_all(
-            filter=(key("kind").eq(KIND) | key("kind").eq(KIND + "_mark")) & condition
-        )
+        for given in (memory_id, user_id):
+            if given is not None and (not isinstance(given, str) or not given):
+                raise ConfigurationError(f"forget() needs a non-empty id, got {given!r}")
+        doomed = yield from call(_Io.select, self._entries(memory_id=memory_id, user_id=user_id))
+        yield from call(_Io.remove, sorted(doomed))
         with self._lock:
-            self._marks.clear()
-            self._saved.clear()
-            self._histories.clear()
+            if memory_id is not None:
+                self._kept.pop(memory_id, None)
+            else:
+                for mid in {str(s.metadata["memory_id"]) for s in doomed.values() if s}:
+                    self._kept.pop(mid, None)
+        return len(doomed)
+
+    def _entries(self, *, memory_id: str | None = None, user_id: str | None = None) -> Filter:
+        """Index entries and marks of one conversation or one user."""
+        kinds = key("kind").in_([KIND, KIND + "_mark"])
+        if memory_id is not None:
+            return kinds & key("memory_id").eq(memory_id)
+        return kinds & key("user_id").eq(user_id or "")
 
 
-def _position(history: list[tuple[int, ChatMessage]], seq: int) -> int | None:
+def _position(history: Rows, seq: int) -> int | None:
     """Where `seq` is in the history (seqs ascend): a binary search."""
-    import bisect
-
     index = bisect.bisect_left(history, seq, key=lambda row: row[0])
     return index if index < len(history) and history[index][0] == seq else None
 
