@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from .._errors import ConcurrentUpdateError, ConfigurationError
@@ -69,6 +71,10 @@ class ConversationTitles:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._lock = threading.Lock()
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._making: dict[str, int] = {}
+        """How many titles are being made per memory id..."""
+        self._forgotten: set[str] = set()
+        """...and those forgotten meanwhile, whose titles must not be stored when they come."""
 
     @staticmethod
     def _key(memory_id: str) -> str:
@@ -92,7 +98,38 @@ class ConversationTitles:
             except ConcurrentUpdateError:
                 continue
 
+    def forget(self, memory_id: str) -> bool:
+        """Remove the conversation's title; whether there was one. A title being made for it
+        right now is not stored when it comes (it would bring back the user's first words)."""
+        with self._lock:
+            if self._making.get(memory_id):
+                self._forgotten.add(memory_id)
+        return self.store.delete(self._key(memory_id))
+
     # -- making titles ---------------------------------------------------------------------------
+
+    def _begin(self, memory_id: str) -> None:
+        """A title of `memory_id` is being made from now (a background one from when it is
+        queued, so a forget before its thread starts still stops it)..."""
+        with self._lock:
+            self._making[memory_id] = self._making.get(memory_id, 0) + 1
+
+    def _end(self, memory_id: str) -> None:
+        """...until this."""
+        with self._lock:
+            left = self._making.pop(memory_id) - 1
+            if left:
+                self._making[memory_id] = left
+            else:
+                self._forgotten.discard(memory_id)
+
+    @contextlib.contextmanager
+    def _making_title(self, memory_id: str) -> Iterator[None]:
+        self._begin(memory_id)
+        try:
+            yield
+        finally:
+            self._end(memory_id)
 
     def _request(self, user: str, answer: str) -> ChatRequest:
         text = self.template.apply(
@@ -109,33 +146,41 @@ class ConversationTitles:
             self.store.save(self._key(memory_id), title, expected=0)
         except ConcurrentUpdateError:
             return None  # the application (or another generation) set one first
+        with self._lock:
+            forgotten = memory_id in self._forgotten
+        if forgotten:  # forgotten while it was made: stored after the delete, so it goes
+            self.store.delete(self._key(memory_id))
+            return None
         return title
 
     def generate(self, memory_id: str, user: str, answer: str) -> str | None:
         """Make and store a title unless there is one; the title stored, or None."""
-        if self.get(memory_id) is not None:
-            return None
         chat = getattr(self.chat_model, "chat", None)
         if chat is None:
             return asyncio.run(self.agenerate(memory_id, user, answer))
-        return self._keep(memory_id, chat(self._request(user, answer)).ai_message.text)
+        with self._making_title(memory_id):
+            if self.get(memory_id) is not None:
+                return None
+            return self._keep(memory_id, chat(self._request(user, answer)).ai_message.text)
 
     async def agenerate(self, memory_id: str, user: str, answer: str) -> str | None:
         """`generate` without blocking the event loop."""
-        if await asyncio.to_thread(self.get, memory_id) is not None:
-            return None
-        achat = getattr(self.chat_model, "achat", None)
-        request = self._request(user, answer)
-        if achat is not None:
-            response = await achat(request)
-        else:
-            response = await asyncio.to_thread(self.chat_model.chat, request)  # type: ignore[attr-defined]
-        return await asyncio.to_thread(self._keep, memory_id, response.ai_message.text)
+        with self._making_title(memory_id):
+            if await asyncio.to_thread(self.get, memory_id) is not None:
+                return None
+            achat = getattr(self.chat_model, "achat", None)
+            request = self._request(user, answer)
+            if achat is not None:
+                response = await achat(request)
+            else:
+                response = await asyncio.to_thread(self.chat_model.chat, request)  # type: ignore[attr-defined]
+            return await asyncio.to_thread(self._keep, memory_id, response.ai_message.text)
 
     # -- after a service call ------------------------------------------------------------------
 
     def after_turn(self, memory_id: str, user: str, answer: str) -> None:
         """What a sync service calls once a turn is stored."""
+        self._begin(memory_id)
         if not self.background:
             self._safely(memory_id, user, answer)
             return
@@ -144,12 +189,17 @@ class ConversationTitles:
                 self._executor = concurrent.futures.ThreadPoolExecutor(
                     max_workers=2, thread_name_prefix="chatmemory-titles"
                 )
-            future = self._executor.submit(self._safely, memory_id, user, answer)
+            try:
+                future = self._executor.submit(self._safely, memory_id, user, answer)
+            except RuntimeError:  # the executor was shut down: nothing will run
+                self._end(memory_id)
+                raise
             self._futures.add(future)
         future.add_done_callback(self._futures.discard)
 
     async def aafter_turn(self, memory_id: str, user: str, answer: str) -> None:
         """What an async service awaits once a turn is stored."""
+        self._begin(memory_id)
         if not self.background:
             await self._asafely(memory_id, user, answer)
             return
@@ -158,16 +208,22 @@ class ConversationTitles:
         task.add_done_callback(self._tasks.discard)
 
     def _safely(self, memory_id: str, user: str, answer: str) -> None:
+        """`generate` of a title queued by `after_turn` (which began it), logging failures."""
         try:
             self.generate(memory_id, user, answer)
         except Exception:
             log.exception("could not make a title for %r", memory_id)
+        finally:
+            self._end(memory_id)
 
     async def _asafely(self, memory_id: str, user: str, answer: str) -> None:
+        """`agenerate` of a title queued by `aafter_turn` (which began it)."""
         try:
             await self.agenerate(memory_id, user, answer)
         except Exception:
             log.exception("could not make a title for %r", memory_id)
+        finally:
+            self._end(memory_id)
 
     def wait(self, timeout: float | None = None) -> None:
         """Wait for the titles being made on threads."""

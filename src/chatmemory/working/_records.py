@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from .._errors import ConcurrentUpdateError, ConfigurationError, StoreError
+from .._sqlite import forgetting, scrub
 
 __all__ = [
     "InMemoryRecordStore",
@@ -111,7 +112,8 @@ class InMemoryRecordStore:
 
 class SqliteRecordStore:
     """Records in a SQLite file (it may be the chat-memory file: the table is its own,
-    ``chatmemory_working_memory``). Safe across threads and processes."""
+    ``chatmemory_working_memory``). Safe across threads and processes. A record deleted or
+    replaced is overwritten in the file (``secure_delete``; `scrub()` empties the ``-wal``)."""
 
     _CREATE = (
         "CREATE TABLE IF NOT EXISTS chatmemory_working_memory ("
@@ -128,6 +130,7 @@ class SqliteRecordStore:
             )
             if self.path != ":memory:":
                 self._connection.execute("PRAGMA journal_mode=WAL")
+            forgetting(self._connection)
             self._connection.execute(self._CREATE)
         except sqlite3.Error as error:
             raise StoreError(f"cannot open {self.path!r}: {error}", store=self) from error
@@ -170,6 +173,17 @@ class SqliteRecordStore:
                 "DELETE FROM chatmemory_working_memory WHERE key = ?", (key,)
             )
         return cursor.rowcount > 0
+
+    def scrub(self) -> bool:
+        """Empty the ``-wal`` file into the database, so no copy of a deleted or replaced
+        record is left there (``secure_delete`` zeroes them in the database); False when
+        another connection's read kept the log from being emptied."""
+        try:
+            with self._lock:
+                return scrub(self._connection)
+        except sqlite3.Error as error:
+            message = f"cannot empty the -wal file of {self.path!r}: {error}"
+            raise StoreError(message, store=self) from error
 
     def close(self) -> None:
         self._connection.close()
