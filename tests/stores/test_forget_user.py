@@ -15,6 +15,7 @@ from chatmemory.forget import forget_user
 from chatmemory.rag import HashingEmbeddingModel, InMemoryEmbeddingStore, key
 from chatmemory.recall import SemanticRecall
 from chatmemory.working import InMemoryRecordStore, WorkingMemory
+from tests.conftest import POSTGRES_DSN, REDIS_URL
 
 from .backends import Context, drive, store_params
 
@@ -250,3 +251,91 @@ def test_on_sqlite_no_forgotten_word_or_id_is_left_in_the_files(tmp_path: Path) 
     assert not forget_user("ann", store=store, recall=recall, working_memory=profiles)
     for closing in (store, vectors, records):
         closing.close()
+
+
+def _server_dump(backend_name: str, context: Context) -> str:
+    """Every key and value (Redis) or every row of every table (PostgreSQL) the test wrote."""
+    if backend_name == "redis":
+        import redis
+
+        from .backend_redis import key_prefix
+
+        client = redis.Redis.from_url(REDIS_URL)
+        try:
+            parts = []
+            for name in client.scan_iter(match=key_prefix(context.unique) + "*", count=1000):
+                parts.append(repr(name))
+                parts.append(repr(client.dump(name)))
+            return "\n".join(parts)
+        finally:
+            client.close()
+    from psycopg import sql
+
+    from .backend_postgres import admin
+
+    schema = f"chatmemory_test_{context.unique}"
+    tables = admin("SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,))
+    rows = []
+    for (table,) in tables:
+        statement = sql.SQL("SELECT t::text FROM {} t").format(sql.Identifier(schema, table))
+        rows += [row[0] for row in admin(statement)]
+    return "\n".join(rows)
+
+
+def _record_store(backend_name: str, context: Context) -> Any:
+    if backend_name == "redis":
+        from chatmemory.working.redis import RedisRecordStore
+
+        from .backend_redis import key_prefix
+
+        return RedisRecordStore(REDIS_URL, prefix=key_prefix(context.unique) + "working:")
+    from chatmemory.working.postgres import PostgresRecordStore
+
+    return PostgresRecordStore(POSTGRES_DSN, schema=f"chatmemory_test_{context.unique}")
+
+
+@pytest.mark.parametrize(
+    "backend", store_params(lambda b: b.name in ("redis", "postgres"), modes=("sync",))
+)
+def test_on_redis_and_postgres_no_key_or_row_holds_the_forgotten_user(
+    backend: Any, context: Context
+) -> None:
+    """Chat messages, working memory and titles on the server: after the forget, no key, value
+    or row holds the user's words or conversation ids; the other user's are all there."""
+    from chatmemory.services import ConversationTitles
+    from chatmemory.testing import ScriptedChatModel
+
+    async def scenario(_: Any, store: Any, mode: str) -> None:
+        records = _record_store(backend[0].name, context)
+        profiles: WorkingMemory[Any] = WorkingMemory(records)
+        titles = ConversationTitles(records, chat_model=ScriptedChatModel(lambda r: "t"))
+        secrets = {"ann": "zebracode4711", "bob": "walruscode5822"}
+        for user in ("ann", "bob"):
+            for chat in ("gym", "trip"):
+                memory_id = f"{user}-conversation-{chat}"
+                memory = MessageWindowChatMemory(id=memory_id, max_messages=2, store=store)
+                for n in range(5):
+                    memory.add(UserMessage(f"{user} note {n}: my secret is {secrets[user]}"))
+                titles.set(memory_id, f"{user} {chat} {secrets[user]}")
+            profiles.set(f"{user}-profile-key", f"# {user}\n{secrets[user]}\n")
+        before = _server_dump(backend[0].name, context)
+        assert "zebracode4711" in before
+        report = forget_user(
+            "ann",
+            store=store,
+            owns=lambda mid: mid.startswith("ann-"),
+            working_memory=profiles,
+            titles=titles,
+            memory_ids=["ann-profile-key"],
+        )
+        assert (len(report.conversations), report.messages, len(report.titles)) == (2, 10, 2)
+        after = _server_dump(backend[0].name, context)
+        for gone in ("zebracode4711", "ann-conversation", "ann-profile-key"):
+            assert gone not in after
+        for kept in ("walruscode5822", "bob-conversation", "bob-profile-key"):
+            assert kept in after
+        close = getattr(records, "close", None)
+        if close is not None:
+            close()
+
+    drive(backend, context, scenario)
