@@ -28,7 +28,12 @@ from chatmemory import (
     UserMessage,
 )
 from chatmemory.models import ChatRequest
-from chatmemory.rag import HashingEmbeddingModel, InMemoryEmbeddingStore, SqliteEmbeddingStore
+from chatmemory.rag import (
+    HashingEmbeddingModel,
+    InMemoryEmbeddingStore,
+    SqliteEmbeddingStore,
+    key,
+)
 from chatmemory.recall import SemanticRecall
 from chatmemory.services import MemoryId, UserId, ai_service, system_message
 from chatmemory.testing import ScriptedChatModel
@@ -301,3 +306,60 @@ def test_an_async_method_with_a_sync_memory_recalls_and_indexes_on_a_thread() ->
     asyncio.run(main())
     assert "user: My locker code is 4711." in getattr(model.requests[-1].messages[0], "text", "")
     assert recall.index(store, "a", full=True) == 0  # every turn was indexed as it was stored
+
+
+def test_scope_user_recalls_what_is_still_in_another_conversations_window(
+    store: SqliteChatMemoryStore,
+) -> None:
+    """Only the window of the conversation being answered is in the request: the last
+    conversation's messages are recalled at once, not only after they leave its window."""
+    recall = SemanticRecall(HashingEmbeddingModel(), InMemoryEmbeddingStore(), scope="user")
+    last = MessageWindowChatMemory(id="ann:1", max_messages=50, store=store)
+    last.add(UserMessage("My locker code is 4711."))
+    last.add(AiMessage("Noted."))
+    recall.index(store, "ann:1", user_id="ann")
+    now = MessageWindowChatMemory(id="ann:2", max_messages=50, store=store)
+    now.add(UserMessage("What was my locker code?"))
+    recall.index(store, "ann:2", user_id="ann")
+    found = recall.recall(store, "ann:2", "What was my locker code?", user_id="ann")
+    assert [(f.memory_id, f.messages[0]) for f in found][:1] == [
+        ("ann:1", UserMessage("My locker code is 4711."))
+    ]
+    assert all(f.memory_id != "ann:2" for f in found)  # its own window is never recalled
+
+
+def test_neighbours_before_and_after_a_match_are_counted_apart(
+    store: SqliteChatMemoryStore,
+) -> None:
+    memory = MessageWindowChatMemory(id="ann", max_messages=2, store=store)
+    texts = [f"filler number {n}" for n in range(5)] + ["My locker code is 4711."]
+    texts += [f"later words {n}" for n in range(5)]
+    for text in texts:
+        memory.add(UserMessage(text))
+    recall = SemanticRecall(
+        HashingEmbeddingModel(), InMemoryEmbeddingStore(), top_k=1, message_range=(1, 3)
+    )
+    recall.index(store, "ann")
+    [found] = recall.recall(store, "ann", "locker code 4711")
+    assert found.seqs == (4, 5, 6, 7, 8)
+    for bad in ((1,), (1, 2, 3), (-1, 2), (1, "2")):
+        with pytest.raises(ConfigurationError, match="message_range"):
+            SemanticRecall(HashingEmbeddingModel(), InMemoryEmbeddingStore(), message_range=bad)  # type: ignore[arg-type]
+
+
+def test_identical_words_are_embedded_once(store: SqliteChatMemoryStore) -> None:
+    embedded: list[str] = []
+
+    class Counting(HashingEmbeddingModel):
+        def embed_all(self, texts: Any) -> Any:
+            embedded.extend(texts)
+            return super().embed_all(texts)
+
+    memory = MessageWindowChatMemory(id="ann", max_messages=50, store=store)
+    for _ in range(40):
+        memory.add(UserMessage("ok"))
+        memory.add(AiMessage("Sure."))
+    recall = SemanticRecall(Counting(), InMemoryEmbeddingStore())
+    assert recall.index(store, "ann") == 80
+    assert sorted(embedded) == ["Sure.", "ok"]
+    assert len(recall.store.select(key("kind").eq("chatmemory_recall"))) == 80  # type: ignore[attr-defined]

@@ -11,7 +11,8 @@ print(recall.block(found))                    # the text a model call gets
 Every message with text is embedded (tool calls and results are not; long text is split into
 chunks), with its memory id, user id and sequence number as metadata. A recall embeds the query
 (cached), finds the `top_k` nearest messages that are no longer in the window, and returns each
-with `message_range` neighbours on either side, whole tool exchanges only, without repeats. With
+with `message_range` neighbours on either side (or ``(before, after)``, as Mastra's
+``messageRange: {before, after}``), whole tool exchanges only, without repeats. With
 `scope="user"` it searches every conversation of the same user; the user id is a filter of the
 store query, so one user never sees another's messages.
 
@@ -244,7 +245,7 @@ class SemanticRecall:
         embedding_store: EmbeddingStore,
         *,
         top_k: int = 2,
-        message_range: int = 2,
+        message_range: int | tuple[int, int] = 2,
         scope: Literal["memory", "user"] = "memory",
         min_score: float = 0.0,
         recall_budget: int = 500,
@@ -261,7 +262,7 @@ class SemanticRecall:
             )
         for name, value, low in (
             ("top_k", top_k, 1),
-            ("message_range", message_range, 0),
+            *_range_parts(message_range),
             ("recall_budget", recall_budget, 1),
             ("chunk_size", chunk_size, 50),
         ):
@@ -273,6 +274,9 @@ class SemanticRecall:
         self.store = embedding_store
         self.top_k = top_k
         self.message_range = message_range
+        self._before, self._after = (
+            message_range if isinstance(message_range, tuple) else (message_range, message_range)
+        )
         self.scope = scope
         self.min_score = min_score
         self.recall_budget = recall_budget
@@ -350,10 +354,15 @@ class SemanticRecall:
                 index = chunk.metadata["index"]
                 segments.append(TextSegment(chunk.text, {**base, "chunk": index}))
                 ids.append(str(uuid.uuid5(_NAMESPACE, f"{memory_id}\0{seq}\0{index}")))
+        texts = list(dict.fromkeys(s.text for s in segments))  # the same words embedded once
+        embedded: dict[str, Embedding] = {}
+        for start in range(0, len(texts), 64):
+            batch = texts[start : start + 64]
+            embedded.update(zip(batch, (yield from call(_Io.embed, batch)), strict=True))
         for start in range(0, len(segments), 64):
-            batch = segments[start : start + 64]
-            vectors = yield from call(_Io.embed, [s.text for s in batch])
-            yield from call(_Io.add_all, vectors, batch, ids[start : start + 64])
+            batch_segments = segments[start : start + 64]
+            vectors = [embedded[s.text] for s in batch_segments]
+            yield from call(_Io.add_all, vectors, batch_segments, ids[start : start + 64])
         if new:
             last = new[-1][0]
             with self._lock:
@@ -488,7 +497,13 @@ class SemanticRecall:
             if source not in sources:
                 window = yield from call(_Io.window, source)
                 kept = self._keeping(source, window.life if window is not None else None)
-                in_window = {s for s, _ in window.rows} if window is not None else set()
+                # Only the answered conversation's window is in the request: the messages
+                # still in another conversation's window may be recalled.
+                in_window = (
+                    {s for s, _ in window.rows}
+                    if window is not None and source == memory_id
+                    else set()
+                )
                 sources[source] = (window, in_window, kept)
             window, in_window, kept = sources[source]
             if window is not None and meta.get("life", window.life) != window.life:
@@ -516,8 +531,8 @@ class SemanticRecall:
         position = _position(history, seq)
         if position is None:
             return None
-        low = max(0, position - self.message_range)
-        high = min(len(history), position + self.message_range + 1)
+        low = max(0, position - self._before)
+        high = min(len(history), position + self._after + 1)
         wide_low, wide_high = max(0, low - 64), min(len(history), high + 64)
         messages = [m for _, m in history[wide_low:wide_high]]
         for unit in atomic_units(messages):  # whole tool exchanges only
@@ -598,6 +613,20 @@ class SemanticRecall:
         if memory_id is not None:
             return kinds & key("memory_id").eq(memory_id)
         return kinds & key("user_id").eq(user_id or "")
+
+
+def _range_parts(message_range: object) -> list[tuple[str, object, int]]:
+    """`message_range`'s numbers, checked with the others: an int, or a pair (before, after)."""
+    if not isinstance(message_range, tuple):
+        return [("message_range", message_range, 0)]
+    if len(message_range) != 2:
+        raise ConfigurationError(
+            f"`message_range` is an int or a pair (before, after), got {message_range!r}"
+        )
+    return [
+        ("message_range[0] (before)", message_range[0], 0),
+        ("message_range[1] (after)", message_range[1], 0),
+    ]
 
 
 def _position(history: Rows, seq: int) -> int | None:
