@@ -338,3 +338,53 @@ def test_on_redis_and_postgres_no_key_or_row_holds_the_forgotten_user(
             close()
 
     drive(backend, context, scenario)
+
+
+@pytest.mark.parametrize("backend", store_params(modes=("async",)))
+def test_aforget_user_forgets_on_async_stores_alike(backend: Any, context: Context) -> None:
+    from chatmemory import AsyncMessageWindowChatMemory
+    from chatmemory.forget import aforget_user
+    from chatmemory.services import ConversationTitles
+    from chatmemory.testing import ScriptedChatModel
+
+    async def scenario(_: Any, store: Any, mode: str) -> None:
+        recall = SemanticRecall(HashingEmbeddingModel(), InMemoryEmbeddingStore(), scope="user")
+        records = InMemoryRecordStore()
+        profiles: WorkingMemory[Any] = WorkingMemory(records)
+        titles = ConversationTitles(records, chat_model=ScriptedChatModel(lambda r: "t"))
+        for memory_id, user in [("ann:1", "ann"), ("ann:2", "ann"), ("bob:1", "bob")]:
+            memory = AsyncMessageWindowChatMemory(id=memory_id, max_messages=1, store=store)
+            await memory.add(UserMessage(f"{user} says my locker code is 4711"))
+            await memory.add(UserMessage("and more"))
+            await recall.aindex(store, memory_id, user_id=user)
+            titles.set(memory_id, f"{user}'s chat")
+        profiles.set("ann", "# Ann\n")
+        report = await aforget_user(
+            "ann", store=store, recall=recall, working_memory=profiles, titles=titles
+        )
+        assert (sorted(report.conversations), report.messages, report.recall_entries) == (
+            ["ann:1", "ann:2"],
+            4,
+            6,
+        )
+        assert (report.working_memory, sorted(report.titles)) == (["ann"], ["ann:1", "ann:2"])
+        assert await store.memory_ids() == ["bob:1"]
+        assert (titles.get("bob:1"), profiles.get("ann")) == ("bob's chat", None)
+        again = await aforget_user("ann", store=store, recall=recall, memory_ids=["ann:1"])
+        assert not again
+        with pytest.raises(ConfigurationError, match="non-empty user id"):
+            await aforget_user("", store=store)
+
+    drive(backend, context, scenario)
+
+
+def test_aforget_user_takes_a_sync_store_too() -> None:
+    import asyncio
+
+    from chatmemory import InMemoryChatMemoryStore
+    from chatmemory.forget import aforget_user
+
+    store = InMemoryChatMemoryStore()
+    MessageWindowChatMemory(id="ann:1", max_messages=5, store=store).add(UserMessage("hi"))
+    report = asyncio.run(aforget_user("ann", store=store, owns=lambda m: m.startswith("ann:")))
+    assert (report.conversations, store.memory_ids()) == (["ann:1"], [])

@@ -708,6 +708,10 @@ class AsyncSqliteChatMemoryStore(AsyncBasicContract, AsyncWindowStore, AsyncHist
         """Forget `memory_id`: its window, its whole history and the id itself."""
         await self._run(memory_id, lambda store: store.delete_messages(memory_id))
 
+    async def scrub(self) -> bool:
+        """Empty the ``-wal`` file into the database (see the sync store)."""
+        return await self._run(None, lambda store: store.scrub())
+
     async def history(self, memory_id: str, *, errors: Errors = "raise") -> list[HistoryEntry]:
         """Every message ever added to `memory_id`, oldest first (see the sync store)."""
         return await self._run(memory_id, lambda store: store.history(memory_id, errors=errors))
