@@ -30,11 +30,12 @@ class Reply:
     events: Sequence[tuple[str | None, Any]] | None = None
     headers: dict[str, str] = field(default_factory=dict)
     text: str | None = None
-    """A body that is not JSON (an HTML error page), sent as text/html."""
+    """A body sent as it is: text/html (an HTML error page) unless `content_type` says."""
+    content_type: str = "text/html"
 
     def encode(self) -> tuple[bytes, str]:
         if self.text is not None:
-            return self.text.encode(), "text/html"
+            return self.text.encode(), self.content_type
         if self.events is None:
             return json.dumps(self.body).encode(), "application/json"
         lines: list[str] = []
