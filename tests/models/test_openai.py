@@ -34,7 +34,7 @@ from chatmemory.models import (
     ToolSpecification,
 )
 
-from .fake_server import FakeServer, Reply
+from .fake_server import DEEP, FakeServer, Reply, answer
 
 WEATHER = ToolSpecification(
     name="weather",
@@ -446,28 +446,6 @@ def test_a_timeout_is_a_retriable_error(server: FakeServer) -> None:
 
 
 # --- answers that are not the protocol's ----------------------------------------------------
-
-DEEP = "[" * 100_000 + "]" * 100_000
-
-
-def answer(model: OpenAiChatModel, way: str) -> object:
-    """The model's answer to "hi" by `way`: chat, achat, stream or astream."""
-    request = ChatRequest([UserMessage("hi")])
-    if way == "chat":
-        return model.chat(request)
-    if way == "stream":
-        return list(model.stream(request))
-
-    async def run() -> object:
-        try:
-            if way == "achat":
-                return await model.achat(request)
-            return [event async for event in model.astream(request)]
-        finally:
-            await model.aclose()
-
-    return asyncio.run(run())
-
 
 NOT_JSON_OBJECTS = {
     "an HTML page": (Reply(text="<html><body>Log in to the proxy</body></html>"), "not JSON"),

@@ -23,7 +23,15 @@ from .._codec.invalid import describe, quote
 from .._errors import ModelError, SerializationError
 from ._sdk import CHECK_BASE_URL, SdkErrors
 
-__all__ = ["answer_object", "count", "json_array", "json_object", "no_events", "text"]
+__all__ = [
+    "answer_object",
+    "count",
+    "json_array",
+    "json_index",
+    "json_object",
+    "no_events",
+    "text",
+]
 
 
 def answer_object(sdk: SdkErrors, model: str, answer: object) -> dict[str, Any]:
@@ -74,13 +82,22 @@ def json_object(value: object, where: str, *, required: bool = False) -> Mapping
     raise SerializationError(f"`{where}` must be an object, got {describe(value)}")
 
 
-def json_array(value: object, where: str) -> list[Any]:
-    """`value` when it is a JSON array; [] for null or absent."""
+def json_array(value: object, where: str, *, required: bool = False) -> list[Any]:
+    """`value` when it is a JSON array; [] for null or absent unless `required`."""
     if isinstance(value, list):
         return value
-    if value is None:
+    if value is None and not required:
         return []
     raise SerializationError(f"`{where}` must be an array, got {describe(value)}")
+
+
+def json_index(value: object, where: str) -> int:
+    """`value` when it is an integer (a position in the answer); 0 for null or absent."""
+    if value is None:
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise SerializationError(f"`{where}` must be an integer, got {describe(value)}")
 
 
 def text(value: object) -> str | None:
