@@ -227,7 +227,7 @@ def test_structured_memory_patches_validates_and_refuses() -> None:
     assert memory.get("w") == Profile(city="Rome")
     with pytest.raises(ConfigurationError, match="does not fit Profile"):
         memory.set("u", {"visits": "x"})
-    with pytest.raises(ConfigurationError, match="does not fit Profile: .*nested too deeply"):
+    with pytest.raises(ConfigurationError, match=r"does not fit Profile: .*nested too deeply"):
         memory.set("u", '{"likes": ' + "[" * 100_000 + "]" * 100_000 + "}")
     with pytest.raises(ConfigurationError, match="keeps JSON: change it with patch"):
         memory.update_section("u", "Name", "x")
