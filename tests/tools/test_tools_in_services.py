@@ -12,8 +12,12 @@ import pytest
 
 from chatmemory import (
     AiMessage,
+    ApproximateTokenCountEstimator,
     InMemoryChatMemoryStore,
     MessageWindowChatMemory,
+    OpenAiTokenCountEstimator,
+    TokenCountEstimator,
+    TokenWindowChatMemory,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
 )
@@ -176,3 +180,36 @@ def test_unreadable_arguments_are_invalid_arguments_told_in_a_sentence(
     assert (corrected.is_error, corrected.result) == (False, "1 tea added")
     assert shop.carts == {"dee": ["tea"]}
     assert well_formed(store.get_messages("dee"))
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [OpenAiTokenCountEstimator("gpt-4o-mini"), ApproximateTokenCountEstimator()],
+    ids=["exact counts", "approximate counts"],
+)
+@pytest.mark.parametrize("mode", MODES)
+def test_arguments_nested_too_deeply_are_counted_by_a_token_window(
+    mode: str, estimator: TokenCountEstimator
+) -> None:
+    """A token window counts the turn's tool calls (each argument of several calls apart):
+    arguments too deep to parse count as their text instead of failing the call."""
+    shop = Shop()
+    store = InMemoryChatMemoryStore()
+    model = ScriptedChatModel(
+        [calls(("add_to_cart", DEEP_OBJECT), ("add_to_cart", DEEP_ARRAY)), "Sorry."]
+    )
+    service = ai_service(
+        Agent,
+        chat_model=model,
+        chat_memory_provider=lambda mid: TokenWindowChatMemory(
+            id=mid, max_tokens=1_000_000, estimator=estimator, store=store
+        ),
+        tools=[shop],
+    )
+    result = ask(service, mode, "tok", "add tea")
+    assert result.content == "Sorry."
+    assert [e.result.startswith("Invalid arguments") for e in result.tool_executions] == [
+        True,
+        True,
+    ]
+    assert well_formed(store.get_messages("tok"))
