@@ -528,6 +528,7 @@ def test_stream_metadata_and_text_of_the_wrong_type_are_left_out(
             {"type": "message_start", "message": {**message(), "id": 7, "usage": None}},
             {"type": "content_block_start", "index": 0, "content_block": text("Hi")},
             {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": 5}},
+            {"type": "content_block_stop"},  # no index: the first block
             {"type": "message_delta", "delta": {}, "usage": {"output_tokens": "many"}},
             {"type": "message_stop"},
         )

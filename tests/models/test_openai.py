@@ -510,7 +510,8 @@ def test_metadata_of_the_wrong_type_is_left_out(server: FakeServer, model: OpenA
         "choices": [{"message": {"content": "Hi"}, "finish_reason": 3}],
         "usage": {"prompt_tokens": "many", "completion_tokens": 2, "total_tokens": None},
     }
-    server.reply(Reply(body=body), sse({**chunk({"content": "Hi"}), "id": 7, "usage": [1]}))
+    last = {**chunk(), "id": None, "choices": [{"index": 0, "finish_reason": None}]}  # no delta
+    server.reply(Reply(body=body), sse({**chunk({"content": "Hi"}), "id": 7, "usage": [1]}, last))
     expected = ChatResponse(ai_message=AiMessage("Hi"), token_usage=TokenUsage(0, 2))
     assert model.chat(ChatRequest([UserMessage("hi")])) == expected
     *_, streamed = model.stream(ChatRequest([UserMessage("hi")]))

@@ -125,6 +125,7 @@ WRONG_SHAPES = {
     "an empty embedding": (item([]), r"`data\[0\].embedding` must be an array of numbers"),
     "an index that is text": (item([1.0], "0"), r"`data\[0\].index` must be an integer"),
     "base64 of no float32s": (item("AAAAAAA="), r"`data\[0\].embedding` is not base64"),
+    "text that is not base64": (item("0.5, 1.0"), r"`data\[0\].embedding` is not base64"),
 }
 
 

@@ -44,8 +44,6 @@ def answer_object(sdk: SdkErrors, model: str, answer: object) -> dict[str, Any]:
             mode="json", by_alias=True, exclude_unset=True, warnings=False
         )
         return dumped
-    if isinstance(answer, Mapping):
-        return dict(answer)
     if isinstance(answer, str):  # the SDK hands over a body that is not JSON as its text
         what = f"text that is not JSON ({quote(answer[:200], 100)})"
     else:
