@@ -8,8 +8,9 @@ adapters read the answer through these helpers:
   `ModelError` when the body was not one (an HTML page, an array);
 - the structure that carries the answer (`json_object`, `json_array`) is checked: a wrong shape
   raises `SerializationError` naming where, which `mapped_errors` turns into a `ModelError`;
-- metadata (ids, model names, token counts) of the wrong type is left out (`text`, `count`):
-  compatible servers vary there, and the answer itself is still good.
+- metadata (ids, model names, token counts) and stream pieces of the wrong type are left out
+  (`text`, `count`), as the OpenAI stream always skipped what is not text: compatible servers
+  vary there, and the answer itself is still good.
 
 Neither kind of error is retriable: the same server would send the same answer again.
 """
@@ -99,10 +100,10 @@ def json_index(value: object, where: str) -> int:
 
 
 def text(value: object) -> str | None:
-    """`value` when it is a non-empty str, else None (metadata: ids, names)."""
+    """`value` when it is a non-empty str, else None (ids, names, pieces of a stream)."""
     return value if isinstance(value, str) and value else None
 
 
 def count(value: object) -> int:
-    """`value` when it is a non-negative int, else 0 (token counts)."""
+    """`value` when it is a positive int, else 0 (token counts)."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
