@@ -308,6 +308,8 @@ def test_import_jsonl_lines_may_be_bare_messages(tmp_path: Path) -> None:
         ("", "is empty"),
         ("[]", "holds no messages"),
         ('{"memory_id":"a","message":{"text":"x","type":"SYSTEM"}}\n{oops', "line 2: not JSON"),
+        ('{"message":' + "[" * 100_000 + "]" * 100_000 + "}", "line 1: JSON nested too deeply"),
+        ("[" * 100_000 + "]" * 100_000, "too deeply"),
         ('{"memory_id":"demo:alice","message":{"type":"NOPE"}}', "line 1:"),
         ('{"memory_id":"demo:alice","in_window":"yes","message":{"type":"AI"}}', "in_window"),
         ('{"message":{"type":"AI"}}', "names no memory id"),

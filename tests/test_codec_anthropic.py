@@ -98,6 +98,9 @@ def test_what_anthropic_lacks_is_dropped_on_write() -> None:
     assert messages[0]["content"][1]["source"]["media_type"] == "application/pdf"
 
 
+DEEP_ARGUMENTS = '{"a": ' * 100_000 + "1" + "}" * 100_000
+
+
 @pytest.mark.parametrize(
     ("message", "match"),
     [
@@ -110,6 +113,10 @@ def test_what_anthropic_lacks_is_dropped_on_write() -> None:
             AiMessage(tool_execution_requests=[ToolExecutionRequest("i", "t", "[1]")]),
             "not a JSON object",
         ),
+        (
+            AiMessage(tool_execution_requests=[ToolExecutionRequest("i", "t", DEEP_ARGUMENTS)]),
+            "nested too deeply to read",
+        ),
         (ToolExecutionResultMessage(None, None, "r"), "tool_use block by its id"),
         (
             ToolExecutionResultMessage("i", "t", contents=[PdfFileContent(url="https://p")]),
@@ -121,6 +128,7 @@ def test_what_anthropic_cannot_hold_is_refused(message: ChatMessage, match: str)
     with pytest.raises(SerializationError, match=match) as caught:
         to_anthropic([UserMessage("first"), message])
     assert "index 1" in str(caught.value)
+    assert len(str(caught.value)) < 400  # arguments 100k deep are quoted, not copied
 
 
 def test_reading_is_lenient_where_it_costs_nothing() -> None:

@@ -180,6 +180,15 @@ def test_json_correction_applies_to_json_objects_and_arrays_only() -> None:
     assert limiter.count_message(call("1", "ping", "", text="x")) == tokens("assistantxping") + 3.8
 
 
+def test_json_nested_too_deeply_to_parse_counts_as_text() -> None:
+    limiter = TokenLimiter(1000)
+    deep = "[" * 100_000 + "]" * 100_000
+    call = AiMessage(tool_execution_requests=[ToolExecutionRequest("c", "t", deep)])
+    result = ToolExecutionResultMessage("c", "t", deep)
+    assert limiter.count_message(call) > limiter.count_text(deep)
+    assert limiter.count_message(result) > limiter.count_text(deep)
+
+
 def test_tool_results_count_their_text_without_the_message_overhead() -> None:
     limiter = TokenLimiter(1000)
     assert limiter.count_message(result("tool-9", "weather", "Pretty hot")) == 3.0

@@ -1,4 +1,5 @@
-"""A local HTTP server that answers what each test scripts, in a provider's wire format.
+"""A local HTTP server that answers what each test scripts, in a provider's wire format, and
+`answer`, which asks a model each of the four ways.
 
 It runs on 127.0.0.1 (port 0, so any free port) in a thread, records every request it receives
 (method, path, headers, JSON body) so tests can assert what the SDK sent, and answers with the
@@ -7,6 +8,7 @@ scripted replies in order: JSON bodies with any status and headers, or server-se
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections import deque
@@ -15,7 +17,13 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["FakeServer", "Recorded", "Reply"]
+from chatmemory import UserMessage
+from chatmemory.models import AnthropicChatModel, ChatRequest, OpenAiChatModel
+
+__all__ = ["DEEP", "FakeServer", "Recorded", "Reply", "answer"]
+
+DEEP = "[" * 100_000 + "]" * 100_000
+"""JSON nested 100k deep: more than any JSON parser in Python follows."""
 
 
 @dataclass(frozen=True)
@@ -30,11 +38,12 @@ class Reply:
     events: Sequence[tuple[str | None, Any]] | None = None
     headers: dict[str, str] = field(default_factory=dict)
     text: str | None = None
-    """A body that is not JSON (an HTML error page), sent as text/html."""
+    """A body sent as it is: text/html (an HTML error page) unless `content_type` says."""
+    content_type: str = "text/html"
 
     def encode(self) -> tuple[bytes, str]:
         if self.text is not None:
-            return self.text.encode(), "text/html"
+            return self.text.encode(), self.content_type
         if self.events is None:
             return json.dumps(self.body).encode(), "application/json"
         lines: list[str] = []
@@ -135,3 +144,23 @@ def serve() -> Iterator[FakeServer]:
     with FakeServer() as server:
         yield server
         assert server.unused == 0, f"{server.unused} scripted replies were never requested"
+
+
+def answer(model: OpenAiChatModel | AnthropicChatModel, way: str) -> object:
+    """The model's answer to "hi" by `way` (chat, achat, stream or astream); the async ways
+    close the model's async client inside their event loop."""
+    request = ChatRequest([UserMessage("hi")])
+    if way == "chat":
+        return model.chat(request)
+    if way == "stream":
+        return list(model.stream(request))
+
+    async def run() -> object:
+        try:
+            if way == "achat":
+                return await model.achat(request)
+            return [event async for event in model.astream(request)]
+        finally:
+            await model.aclose()
+
+    return asyncio.run(run())

@@ -34,7 +34,7 @@ from chatmemory.models import (
     ToolSpecification,
 )
 
-from .fake_server import FakeServer, Reply
+from .fake_server import DEEP, FakeServer, Reply, answer
 
 WEATHER = ToolSpecification(
     name="weather",
@@ -396,3 +396,146 @@ def test_async_errors_are_mapped(server: FakeServer, model: AnthropicChatModel) 
     with pytest.raises(ModelError, match="check the API key") as caught:
         asyncio.run(run())
     assert caught.value.status == 401
+
+
+# --- answers that are not the protocol's ----------------------------------------------------
+
+NOT_JSON_OBJECTS = {
+    "an HTML page": (Reply(text="<html><body>Log in to the proxy</body></html>"), "not JSON"),
+    "broken JSON": (Reply(text="{'content': []}", content_type="application/json"), "not JSON"),
+    "a JSON array": (Reply(body=[message(text("hi"))]), "not a JSON object"),
+    "JSON nested 100k deep": (
+        Reply(text=DEEP, content_type="application/json"),
+        "nested too deeply",
+    ),
+}
+
+
+@pytest.mark.parametrize("way", ["chat", "achat"])
+@pytest.mark.parametrize(("reply", "said"), NOT_JSON_OBJECTS.values(), ids=NOT_JSON_OBJECTS)
+def test_an_answer_that_is_not_a_json_object_is_a_model_error_not_retried(
+    server: FakeServer, model: AnthropicChatModel, reply: Reply, said: str, way: str
+) -> None:
+    server.reply(reply)
+    with pytest.raises(ModelError, match=said) as caught:
+        answer(model, way)
+    error = caught.value
+    assert (error.retriable, error.provider) == (False, "anthropic")
+    assert "check base_url" in str(error)
+    assert len(str(error)) < 400  # what the server sent is quoted, not copied
+    assert len(server.requests) == 1
+
+
+WRONG_SHAPES = {
+    "no content": ({"type": "message", "role": "assistant"}, "`content` must be an array"),
+    "content that is text": ({"content": "hi"}, "`content` must be an array"),
+    "a block that is not an object": ({"content": [1]}, r"`content\[0\]` must be an object"),
+    "a text block without text": (
+        {"content": [{"type": "text", "text": 5}]},
+        r"`content\[0\].text` must be a string",
+    ),
+}
+
+
+@pytest.mark.parametrize("way", ["chat", "achat"])
+@pytest.mark.parametrize(("body", "said"), WRONG_SHAPES.values(), ids=WRONG_SHAPES)
+def test_an_answer_of_the_wrong_shape_is_a_model_error_that_says_where(
+    server: FakeServer, model: AnthropicChatModel, body: dict[str, Any], said: str, way: str
+) -> None:
+    server.reply(Reply(body=body))
+    with pytest.raises(ModelError, match=said) as caught:
+        answer(model, way)
+    assert "cannot read" in str(caught.value)
+    assert not caught.value.retriable
+
+
+def test_metadata_of_the_wrong_type_is_left_out(
+    server: FakeServer, model: AnthropicChatModel
+) -> None:
+    body = {
+        **message(text("Hi")),
+        "id": 7,
+        "model": None,
+        "stop_reason": 1,
+        "usage": {"input_tokens": "many", "output_tokens": "few"},
+    }
+    server.reply(Reply(body=body))
+    expected = ChatResponse(ai_message=AiMessage("Hi"), token_usage=TokenUsage(0, 0))
+    assert model.chat(ChatRequest([UserMessage("hi")])) == expected
+
+
+NOT_EVENT_STREAMS = {
+    "data that is not JSON": (Reply(events=[("message_start", "<b>hi</b>")]), "not JSON"),
+    "data nested 100k deep": (Reply(events=[("message_start", DEEP)]), "nested too deeply"),
+    "an HTML page": (Reply(text="<html>Log in to the proxy</html>"), "no stream events"),
+    "a JSON answer": (Reply(body=message(text("hi"))), "no stream events"),
+}
+
+
+@pytest.mark.parametrize("way", ["stream", "astream"])
+@pytest.mark.parametrize(("reply", "said"), NOT_EVENT_STREAMS.values(), ids=NOT_EVENT_STREAMS)
+def test_a_stream_that_is_not_json_events_is_a_model_error_not_retried(
+    server: FakeServer, model: AnthropicChatModel, reply: Reply, said: str, way: str
+) -> None:
+    server.reply(reply)
+    with pytest.raises(ModelError, match=said) as caught:
+        answer(model, way)
+    assert not caught.value.retriable
+    assert "check base_url" in str(caught.value)
+    assert len(str(caught.value)) < 400
+    assert len(server.requests) == 1
+
+
+START = {"type": "message_start", "message": message()}
+WRONG_EVENTS = {
+    "a message that is text": (
+        {"type": "message_start", "message": "hi"},
+        "`message` must be an object",
+    ),
+    "a block that is text": (
+        {"type": "content_block_start", "index": 0, "content_block": "hi"},
+        "`content_block` must be an object",
+    ),
+    "an index that is not a number": (
+        {"type": "content_block_start", "index": [0], "content_block": text("hi")},
+        "`index` must be an integer",
+    ),
+    "a delta that is text": (
+        {"type": "content_block_delta", "index": 0, "delta": "hi"},
+        "`delta` must be an object",
+    ),
+}
+
+
+@pytest.mark.parametrize("way", ["stream", "astream"])
+@pytest.mark.parametrize(("event", "said"), WRONG_EVENTS.values(), ids=WRONG_EVENTS)
+def test_an_event_of_the_wrong_shape_is_a_model_error_that_says_where(
+    server: FakeServer, model: AnthropicChatModel, event: dict[str, Any], said: str, way: str
+) -> None:
+    events = [event] if event["type"] == "message_start" else [START, event]
+    server.reply(sse(*events, {"type": "message_stop"}))
+    with pytest.raises(ModelError, match=said) as caught:
+        answer(model, way)
+    assert "cannot read" in str(caught.value)
+    assert not caught.value.retriable
+
+
+def test_stream_metadata_and_text_of_the_wrong_type_are_left_out(
+    server: FakeServer, model: AnthropicChatModel
+) -> None:
+    server.reply(
+        sse(
+            {"type": "message_start", "message": {**message(), "id": 7, "usage": None}},
+            {"type": "content_block_start", "index": 0, "content_block": text("Hi")},
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": 5}},
+            {"type": "content_block_stop"},  # no index: the first block
+            {"type": "message_delta", "delta": {}, "usage": {"output_tokens": "many"}},
+            {"type": "message_stop"},
+        )
+    )
+    *_, final = model.stream(ChatRequest([UserMessage("hi")]))
+    assert final == ChatResponse(
+        ai_message=AiMessage("Hi"),
+        token_usage=TokenUsage(0, 0),
+        model_name="claude-sonnet-4-5-20250929",
+    )

@@ -34,7 +34,7 @@ from chatmemory.models import (
     ToolSpecification,
 )
 
-from .fake_server import FakeServer, Reply
+from .fake_server import DEEP, FakeServer, Reply, answer
 
 WEATHER = ToolSpecification(
     name="weather",
@@ -443,6 +443,139 @@ def test_a_timeout_is_a_retriable_error(server: FakeServer) -> None:
         slow.chat(ChatRequest([UserMessage("hi")]))
     slow.close()
     assert caught.value.retriable
+
+
+# --- answers that are not the protocol's ----------------------------------------------------
+
+NOT_JSON_OBJECTS = {
+    "an HTML page": (Reply(text="<html><body>Log in to the proxy</body></html>"), "not JSON"),
+    "broken JSON": (Reply(text="{'choices': []}", content_type="application/json"), "not JSON"),
+    "a JSON array": (Reply(body=[completion()]), "not a JSON object"),
+    "JSON nested 100k deep": (
+        Reply(text=DEEP, content_type="application/json"),
+        "nested too deeply",
+    ),
+}
+
+
+@pytest.mark.parametrize("way", ["chat", "achat"])
+@pytest.mark.parametrize(("reply", "said"), NOT_JSON_OBJECTS.values(), ids=NOT_JSON_OBJECTS)
+def test_an_answer_that_is_not_a_json_object_is_a_model_error_not_retried(
+    server: FakeServer, model: OpenAiChatModel, reply: Reply, said: str, way: str
+) -> None:
+    server.reply(reply)
+    with pytest.raises(ModelError, match=said) as caught:
+        answer(model, way)
+    error = caught.value
+    assert (error.retriable, error.provider) == (False, "openai")
+    assert "check base_url" in str(error)
+    assert len(str(error)) < 400  # what the server sent is quoted, not copied
+    assert len(server.requests) == 1
+
+
+WRONG_SHAPES = {
+    "choices not an array": ({"choices": "none"}, "`choices` must be an array"),
+    "a choice not an object": ({"choices": [1]}, r"`choices\[0\]` must be an object"),
+    "a null message": (
+        {"choices": [{"index": 0, "message": None, "finish_reason": "stop"}]},
+        r"`choices\[0\].message` must be an object, got null",
+    ),
+    "a message that is text": (
+        {"choices": [{"message": "hi"}]},
+        r"`choices\[0\].message` must be an object",
+    ),
+    "tool calls that are not objects": (
+        {"choices": [{"message": {"content": None, "tool_calls": [1]}}]},
+        "tool_calls",
+    ),
+}
+
+
+@pytest.mark.parametrize("way", ["chat", "achat"])
+@pytest.mark.parametrize(("body", "said"), WRONG_SHAPES.values(), ids=WRONG_SHAPES)
+def test_an_answer_of_the_wrong_shape_is_a_model_error_that_says_where(
+    server: FakeServer, model: OpenAiChatModel, body: Any, said: str, way: str
+) -> None:
+    server.reply(Reply(body=body))
+    with pytest.raises(ModelError, match=said) as caught:
+        answer(model, way)
+    assert "cannot read" in str(caught.value)
+    assert not caught.value.retriable
+
+
+def test_metadata_of_the_wrong_type_is_left_out(server: FakeServer, model: OpenAiChatModel) -> None:
+    body = {
+        "id": 7,
+        "model": ["m"],
+        "choices": [{"message": {"content": "Hi"}, "finish_reason": 3}],
+        "usage": {"prompt_tokens": "many", "completion_tokens": 2, "total_tokens": None},
+    }
+    last = {**chunk(), "id": None, "choices": [{"index": 0, "finish_reason": None}]}  # no delta
+    server.reply(Reply(body=body), sse({**chunk({"content": "Hi"}), "id": 7, "usage": [1]}, last))
+    expected = ChatResponse(ai_message=AiMessage("Hi"), token_usage=TokenUsage(0, 2))
+    assert model.chat(ChatRequest([UserMessage("hi")])) == expected
+    *_, streamed = model.stream(ChatRequest([UserMessage("hi")]))
+    assert streamed == ChatResponse(ai_message=AiMessage("Hi"), model_name="gpt-4o-mini-2024-07-18")
+
+
+NOT_EVENT_STREAMS = {
+    "data that is not JSON": (
+        Reply(events=[(None, chunk({"content": "Hel"})), (None, "<b>lo</b>"), (None, "[DONE]")]),
+        "not JSON",
+    ),
+    "data nested 100k deep": (Reply(events=[(None, DEEP)]), "nested too deeply"),
+    "data that is not an object": (Reply(events=[(None, [1, 2])]), "not a JSON object"),
+    "an HTML page": (Reply(text="<html>Log in to the proxy</html>"), "no stream events"),
+    "a JSON answer": (Reply(body=completion()), "no stream events"),
+}
+
+
+@pytest.mark.parametrize("way", ["stream", "astream"])
+@pytest.mark.parametrize(("reply", "said"), NOT_EVENT_STREAMS.values(), ids=NOT_EVENT_STREAMS)
+def test_a_stream_that_is_not_json_events_is_a_model_error_not_retried(
+    server: FakeServer, model: OpenAiChatModel, reply: Reply, said: str, way: str
+) -> None:
+    server.reply(reply)
+    with pytest.raises(ModelError, match=said) as caught:
+        answer(model, way)
+    assert not caught.value.retriable
+    assert "check base_url" in str(caught.value)
+    assert len(str(caught.value)) < 400
+    assert len(server.requests) == 1
+
+
+WRONG_CHUNKS = {
+    "choices not an array": ({"choices": "x"}, "`choices` must be an array"),
+    "a choice not an object": ({"choices": [1]}, r"`choices\[0\]` must be an object"),
+    "a delta that is text": (
+        {"choices": [{"index": 0, "delta": "x"}]},
+        r"`choices\[0\].delta` must be an object",
+    ),
+    "tool calls not an array": (
+        {"choices": [{"delta": {"tool_calls": "x"}}]},
+        r"`choices\[0\].delta.tool_calls` must be an array",
+    ),
+    "a tool call not an object": (
+        {"choices": [{"delta": {"tool_calls": [1]}}]},
+        r"`choices\[0\].delta.tool_calls\[0\]` must be an object",
+    ),
+    "a function that is text": (
+        {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": "f"}]}}]},
+        r"`choices\[0\].delta.tool_calls\[0\].function` must be an object",
+    ),
+}
+
+
+@pytest.mark.parametrize("way", ["stream", "astream"])
+@pytest.mark.parametrize(("body", "said"), WRONG_CHUNKS.values(), ids=WRONG_CHUNKS)
+def test_a_chunk_of_the_wrong_shape_is_a_model_error_that_says_where(
+    server: FakeServer, model: OpenAiChatModel, body: dict[str, Any], said: str, way: str
+) -> None:
+    server.reply(sse({**chunk(), **body}))
+    with pytest.raises(ModelError, match=said) as caught:
+        answer(model, way)
+    assert "cannot read" in str(caught.value)
+    assert not caught.value.retriable
 
 
 # --- configuration --------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import pytest
 from chatmemory import ConfigurationError, ModelError
 from chatmemory.rag import Embedding, OpenAiEmbeddingModel
 
-from .fake_server import FakeServer, Reply
+from .fake_server import DEEP, FakeServer, Reply
 
 
 def answer(*vectors: list[float]) -> Reply:
@@ -70,10 +70,86 @@ def test_errors_are_model_errors(server: FakeServer) -> None:
     with pytest.raises(ModelError, match="bad key") as info:
         embedder.embed_all(["x"])
     assert (info.value.status, info.value.retriable) == (401, False)
-    with pytest.raises(ModelError, match="answered 1 texts with No embedding data received"):
+    with pytest.raises(ModelError, match="returned 0 embeddings for 1 texts"):
         embedder.embed_all(["x"])
     with pytest.raises(ModelError, match="returned 2 embeddings for 1 texts"):
         embedder.embed_all(["x"])
+
+
+def embed(embedder: OpenAiEmbeddingModel, way: str) -> list[Embedding]:
+    if way == "embed_all":
+        return embedder.embed_all(["x"])
+
+    async def main() -> list[Embedding]:
+        try:
+            return await embedder.aembed_all(["x"])
+        finally:
+            await embedder.aclose()
+
+    return asyncio.run(main())
+
+
+NOT_JSON_OBJECTS = {
+    "an HTML page": (Reply(text="<html><body>Log in to the proxy</body></html>"), "not JSON"),
+    "broken JSON": (Reply(text="{'data': []}", content_type="application/json"), "not JSON"),
+    "a JSON array": (Reply(body=[[1.0, 2.0]]), "not a JSON object"),
+    "JSON nested 100k deep": (
+        Reply(text=DEEP, content_type="application/json"),
+        "nested too deeply",
+    ),
+}
+
+
+@pytest.mark.parametrize("way", ["embed_all", "aembed_all"])
+@pytest.mark.parametrize(("reply", "said"), NOT_JSON_OBJECTS.values(), ids=NOT_JSON_OBJECTS)
+def test_an_answer_that_is_not_a_json_object_is_a_model_error_not_retried(
+    server: FakeServer, reply: Reply, said: str, way: str
+) -> None:
+    server.reply(reply)
+    with pytest.raises(ModelError, match=said) as caught:
+        embed(model(server), way)
+    assert (caught.value.retriable, caught.value.provider) == (False, "openai")
+    assert "check base_url" in str(caught.value)
+    assert len(str(caught.value)) < 400
+
+
+def item(embedding: object, index: object = 0) -> dict[str, object]:
+    return {"data": [{"object": "embedding", "index": index, "embedding": embedding}]}
+
+
+WRONG_SHAPES = {
+    "data not an array": ({"data": "none"}, "`data` must be an array"),
+    "an item not an object": ({"data": [1]}, r"`data\[0\]` must be an object"),
+    "no embedding": (item(None), r"`data\[0\].embedding` must be an array of numbers"),
+    "an embedding of text": (item(["a"]), r"`data\[0\].embedding` must be an array of numbers"),
+    "an empty embedding": (item([]), r"`data\[0\].embedding` must be an array of numbers"),
+    "an index that is text": (item([1.0], "0"), r"`data\[0\].index` must be an integer"),
+    "base64 of no float32s": (item("AAAAAAA="), r"`data\[0\].embedding` is not base64"),
+    "text that is not base64": (item("0.5, 1.0"), r"`data\[0\].embedding` is not base64"),
+}
+
+
+@pytest.mark.parametrize("way", ["embed_all", "aembed_all"])
+@pytest.mark.parametrize(("body", "said"), WRONG_SHAPES.values(), ids=WRONG_SHAPES)
+def test_an_answer_of_the_wrong_shape_is_a_model_error_that_says_where(
+    server: FakeServer, body: object, said: str, way: str
+) -> None:
+    server.reply(Reply(body=body))
+    with pytest.raises(ModelError, match=said) as caught:
+        embed(model(server), way)
+    assert "cannot read" in str(caught.value)
+    assert not caught.value.retriable
+
+
+def test_base64_embeddings_are_read(server: FakeServer) -> None:
+    """The SDK asks for base64 (a third of the bytes); servers that ignore it send numbers."""
+    import base64
+    import struct
+
+    packed = base64.b64encode(struct.pack("<3f", 0.5, -1.0, 2.0)).decode()
+    server.reply(Reply(body=item(packed)))
+    assert model(server).embed_all(["x"]) == [Embedding((0.5, -1.0, 2.0))]
+    assert server.requests[0].body["encoding_format"] == "base64"
 
 
 def test_bad_input_is_refused_before_any_call(server: FakeServer) -> None:

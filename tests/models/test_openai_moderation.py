@@ -27,7 +27,7 @@ from chatmemory.models import AsyncModerationModel, Moderation, ModerationModel
 from chatmemory.models.openai_moderation import OpenAiModerationModel
 from chatmemory.testing import ScriptedChatModel, ScriptedModerationModel
 
-from .fake_server import FakeServer, Reply
+from .fake_server import DEEP, FakeServer, Reply
 
 
 def verdicts(*flags: bool, **scores: float) -> dict[str, Any]:
@@ -53,7 +53,7 @@ def moderation(server: FakeServer) -> Iterator[OpenAiModerationModel]:
 def test_every_text_goes_in_one_request_and_the_first_flagged_one_is_named(
     server: FakeServer, moderation: OpenAiModerationModel
 ) -> None:
-    server.reply(Reply(body=verdicts(False, True, True)))
+    server.reply(Reply(body=verdicts(False, True, True, False)))
     verdict = moderation.moderate(
         [
             SystemMessage("Be kind."),
@@ -117,6 +117,80 @@ def test_provider_errors_keep_the_status_and_message(
         moderation.moderate("hi")
     assert e.value.status == 401
     assert not e.value.retriable
+
+
+def judge(moderation: OpenAiModerationModel, texts: list[str], way: str) -> Moderation:
+    if way == "moderate":
+        return moderation.moderate([UserMessage(text) for text in texts])
+
+    async def main() -> Moderation:
+        try:
+            return await moderation.amoderate([UserMessage(text) for text in texts])
+        finally:
+            await moderation.aclose()
+
+    return asyncio.run(main())
+
+
+NOT_JSON_OBJECTS = {
+    "an HTML page": (Reply(text="<html><body>Log in to the proxy</body></html>"), "not JSON"),
+    "broken JSON": (Reply(text="{'results': []}", content_type="application/json"), "not JSON"),
+    "a JSON array": (Reply(body=[verdicts(True)]), "not a JSON object"),
+    "JSON nested 100k deep": (
+        Reply(text=DEEP, content_type="application/json"),
+        "nested too deeply",
+    ),
+}
+
+
+@pytest.mark.parametrize("way", ["moderate", "amoderate"])
+@pytest.mark.parametrize(("reply", "said"), NOT_JSON_OBJECTS.values(), ids=NOT_JSON_OBJECTS)
+def test_an_answer_that_is_not_a_json_object_is_a_model_error_not_retried(
+    server: FakeServer, moderation: OpenAiModerationModel, reply: Reply, said: str, way: str
+) -> None:
+    server.reply(reply)
+    with pytest.raises(ModelError, match=said) as caught:
+        judge(moderation, ["hi"], way)
+    assert (caught.value.retriable, caught.value.provider) == (False, "openai")
+    assert "check base_url" in str(caught.value)
+    assert len(str(caught.value)) < 400
+
+
+def result(**fields: Any) -> dict[str, Any]:
+    return {"results": [{**verdicts(True)["results"][0], **fields}]}
+
+
+WRONG_SHAPES = {
+    "results not an array": ({"results": "none"}, "`results` must be an array"),
+    "fewer results than texts": ({"results": []}, "0 verdicts for 1 texts"),
+    "a result not an object": ({"results": [1]}, r"`results\[0\]` must be an object"),
+    "flagged as text": (result(flagged="false"), r"`results\[0\].flagged` must be true or false"),
+    "no flagged": (
+        {"results": [{"categories": {}}]},
+        r"`results\[0\].flagged` must be true or false",
+    ),
+    "categories as text": (
+        result(categories="violence"),
+        r"`results\[0\].categories` must be an object",
+    ),
+    "a score as text": (
+        result(category_scores={"violence": "high"}),
+        r"`results\[0\].category_scores.violence` must be a number",
+    ),
+}
+
+
+@pytest.mark.parametrize("way", ["moderate", "amoderate"])
+@pytest.mark.parametrize(("body", "said"), WRONG_SHAPES.values(), ids=WRONG_SHAPES)
+def test_an_answer_of_the_wrong_shape_is_a_model_error_not_a_verdict(
+    server: FakeServer, moderation: OpenAiModerationModel, body: Any, said: str, way: str
+) -> None:
+    """Nothing is passed as clean that the endpoint did not judge."""
+    server.reply(Reply(body=body))
+    with pytest.raises(ModelError, match=said) as caught:
+        judge(moderation, ["a threat"], way)
+    assert "cannot read" in str(caught.value)
+    assert not caught.value.retriable
 
 
 def test_the_model_is_named_and_checked(server: FakeServer) -> None:

@@ -418,6 +418,22 @@ def test_a_long_answer_is_quoted_shortened_in_the_message_and_whole_in_text() ->
     assert "…" in str(error)
 
 
+@pytest.mark.parametrize(
+    ("method", "answer"),
+    [
+        ("person", '{"name": ' * 100_000 + '"Ann"' + "}" * 100_000),
+        ("tree", 'Here: {"children": ' + "[" * 100_000 + "]" * 100_000 + "}"),
+        ("people", "[" * 100_000 + "]" * 100_000),
+        ("people", "[" * 100_000),  # never closed: every bracket may start the answer
+    ],
+    ids=["an object", "an array in prose", "a list", "an unclosed list"],
+)
+def test_json_nested_too_deeply_is_an_output_parsing_error(method: str, answer: str) -> None:
+    error = failure(method, answer)
+    assert error.text == answer
+    assert len(str(error)) < 500
+
+
 def test_a_failure_is_a_value_error() -> None:
     assert isinstance(failure("integer", "x"), ValueError)
 

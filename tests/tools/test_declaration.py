@@ -242,6 +242,35 @@ def test_arguments_get_one_repair_attempt() -> None:
         one(echo).execute('["hi"]', CONTEXT)
 
 
+def test_arguments_nested_too_deeply_are_invalid_arguments() -> None:
+    @tool
+    def echo(text: str) -> str:
+        return text
+
+    for nested in ("[" * 100_000 + "]" * 100_000, '{"text": ' * 100_000 + '"x"' + "}" * 100_000):
+        with pytest.raises(ToolArgumentsError, match="nested too deeply") as caught:
+            one(echo).execute(nested, CONTEXT)
+        assert len(str(caught.value)) < 300
+        assert caught.value.arguments == nested  # kept whole for the application
+    with pytest.raises(ToolArgumentsError, match="not valid JSON") as caught:
+        one(echo).execute('{"text": "' + "x" * 200_000, CONTEXT)
+    assert len(str(caught.value)) < 300
+
+
+def test_many_invalid_arguments_are_told_in_a_few_sentences() -> None:
+    @tool
+    def total(numbers: list[int]) -> int:
+        return sum(numbers)
+
+    arguments = '{"numbers": [' + ",".join(['"many"'] * 10_000) + "]}"
+    with pytest.raises(ToolArgumentsError) as caught:
+        one(total).execute(arguments, CONTEXT)
+    told = str(caught.value)
+    assert told.startswith("numbers.0: Input should be a valid integer")
+    assert told.endswith("; and 9995 more")
+    assert len(told) < 500
+
+
 def test_results_become_text() -> None:
     @tool
     def nothing() -> None:

@@ -12,8 +12,12 @@ import pytest
 
 from chatmemory import (
     AiMessage,
+    ApproximateTokenCountEstimator,
     InMemoryChatMemoryStore,
     MessageWindowChatMemory,
+    OpenAiTokenCountEstimator,
+    TokenCountEstimator,
+    TokenWindowChatMemory,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
 )
@@ -143,3 +147,69 @@ def test_a_made_up_tool_name_is_an_error_result_naming_the_real_ones(mode: str) 
     assert 'There is no tool named "checkout"' in made_up.result
     assert "add_to_cart" in made_up.result
     assert well_formed(store.get_messages("cy"))
+
+
+DEEP_ARRAY = "[" * 100_000 + "]" * 100_000
+DEEP_OBJECT = '{"item": ' * 100_000 + '"tea"' + "}" * 100_000
+LONG_BROKEN = '{"item": "' + "tea " * 50_000  # no closing quote nor brace
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [DEEP_ARRAY, DEEP_OBJECT, LONG_BROKEN],
+    ids=["an array 100k deep", "an object 100k deep", "200 kB of broken JSON"],
+)
+@pytest.mark.parametrize("mode", MODES)
+def test_unreadable_arguments_are_invalid_arguments_told_in_a_sentence(
+    mode: str, arguments: str
+) -> None:
+    """Not the tool failing (a RecursionError), and not 200 kB echoed back to the model."""
+    shop = Shop()
+    service, model, store = service_for(
+        shop, [calls(("add_to_cart", arguments)), calls(("add_to_cart", '{"item": "tea"}')), "ok"]
+    )
+    result = ask(service, mode, "dee", "add tea")
+    unreadable, corrected = result.tool_executions
+    assert unreadable.is_error
+    assert unreadable.result.startswith('Invalid arguments for the tool "add_to_cart": ')
+    assert "recursion" not in unreadable.result
+    assert len(unreadable.result) < 400
+    told = model.requests[1].messages[-1]
+    assert isinstance(told, ToolExecutionResultMessage)
+    assert told.text == unreadable.result
+    assert (corrected.is_error, corrected.result) == (False, "1 tea added")
+    assert shop.carts == {"dee": ["tea"]}
+    assert well_formed(store.get_messages("dee"))
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [OpenAiTokenCountEstimator("gpt-4o-mini"), ApproximateTokenCountEstimator()],
+    ids=["exact counts", "approximate counts"],
+)
+@pytest.mark.parametrize("mode", MODES)
+def test_arguments_nested_too_deeply_are_counted_by_a_token_window(
+    mode: str, estimator: TokenCountEstimator
+) -> None:
+    """A token window counts the turn's tool calls (each argument of several calls apart):
+    arguments too deep to parse count as their text instead of failing the call."""
+    shop = Shop()
+    store = InMemoryChatMemoryStore()
+    model = ScriptedChatModel(
+        [calls(("add_to_cart", DEEP_OBJECT), ("add_to_cart", DEEP_ARRAY)), "Sorry."]
+    )
+    service = ai_service(
+        Agent,
+        chat_model=model,
+        chat_memory_provider=lambda mid: TokenWindowChatMemory(
+            id=mid, max_tokens=1_000_000, estimator=estimator, store=store
+        ),
+        tools=[shop],
+    )
+    result = ask(service, mode, "tok", "add tea")
+    assert result.content == "Sorry."
+    assert [e.result.startswith("Invalid arguments") for e in result.tool_executions] == [
+        True,
+        True,
+    ]
+    assert well_formed(store.get_messages("tok"))

@@ -8,7 +8,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Protocol
+from typing import Annotated, Any, Protocol
 
 import pytest
 from pydantic import BaseModel
@@ -227,6 +227,8 @@ def test_structured_memory_patches_validates_and_refuses() -> None:
     assert memory.get("w") == Profile(city="Rome")
     with pytest.raises(ConfigurationError, match="does not fit Profile"):
         memory.set("u", {"visits": "x"})
+    with pytest.raises(ConfigurationError, match=r"does not fit Profile: .*nested too deeply"):
+        memory.set("u", '{"likes": ' + "[" * 100_000 + "]" * 100_000 + "}")
     with pytest.raises(ConfigurationError, match="keeps JSON: change it with patch"):
         memory.update_section("u", "Name", "x")
 
@@ -313,6 +315,36 @@ def test_a_refused_update_is_an_error_result_and_stores_nothing() -> None:
     result = model.requests[3].messages[-1]
     assert isinstance(result, ToolExecutionResultMessage)
     assert "must be a JSON object" in result.text
+
+
+class Notes(BaseModel):
+    notes: dict[str, Any] = {}
+
+
+def nested(depth: int) -> str:
+    return '{"patch": {"notes": ' + '{"a": ' * depth + "1" + "}" * depth + "}}"
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    ["[" * 100_000 + "]" * 100_000, nested(100_000), nested(500)],
+    ids=["an array 100k deep", "a patch 100k deep", "a patch 500 deep"],
+)
+def test_a_patch_nested_too_deeply_is_an_invalid_update_told_in_a_sentence(arguments: str) -> None:
+    """Not the tool failing (RecursionError, pydantic's serialization depth), nothing stored."""
+    memory = WorkingMemory(InMemoryRecordStore(), schema=Notes)
+    model = ScriptedChatModel([call(arguments), "Sorry."])
+    service = ai_service(
+        Assistant, chat_model=model, chat_memory_provider=windows, working_memory=memory
+    )
+    assert service.chat("deb", "remember this") == "Sorry."
+    result = model.requests[1].messages[-1]
+    assert isinstance(result, ToolExecutionResultMessage)
+    assert result.is_error
+    assert result.text.startswith('Invalid arguments for the tool "update_working_memory": ')
+    assert "nested too deeply" in result.text
+    assert len(result.text) < 400
+    assert memory.get("deb") is None
 
 
 def test_markdown_memory_through_an_async_service() -> None:

@@ -73,6 +73,8 @@ def _record(line: str, memory_id: str | None, where: str) -> tuple[str, NewMessa
         record: Any = json.loads(line)
     except json.JSONDecodeError as error:
         raise InputError(f"{where}: not JSON ({error.msg} at column {error.colno})") from None
+    except RecursionError:
+        raise InputError(f"{where}: JSON nested too deeply to read") from None
     if not isinstance(record, dict):
         raise InputError(
             f"{where}: expected a JSON object (a record of `history export --format jsonl` or a "

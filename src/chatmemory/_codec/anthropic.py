@@ -140,6 +140,14 @@ def _arguments(request: ToolExecutionRequest, index: int) -> Any:
         value = json.loads(request.arguments)
     except ValueError:
         value = None
+    except RecursionError:
+        raise Invalid(
+            "are JSON nested too deeply to read, but Anthropic takes tool input as a JSON object",
+            request.arguments,
+            "tool_execution_requests",
+            index,
+            "arguments",
+        ) from None
     if not isinstance(value, dict):
         raise Invalid(
             "are not a JSON object, but Anthropic takes tool input as one",

@@ -277,11 +277,12 @@ def _contents(contents: tuple[Content, ...]) -> tuple[str, int]:
 
 
 def _is_json_structure(text: str) -> bool:
-    """True when `text` is a JSON object or array (what Mastra held as an object)."""
+    """True when `text` is a JSON object or array (what Mastra held as an object); JSON nested
+    too deeply to parse is counted as text."""
     stripped = text.lstrip()
     if not stripped.startswith(("{", "[")):
         return False
     try:
         return isinstance(json.loads(text), (dict, list))
-    except ValueError:
+    except (ValueError, RecursionError):
         return False

@@ -140,8 +140,9 @@ class OpenAiFormula:
     def _count_arguments(self, arguments: str) -> int:
         """Per top-level entry 2 + count(key) + count(value as Java prints it).
 
-        Arguments that are not a JSON object (invalid JSON, an array, a number...) count as their
-        raw text: LangChain4j throws there, a memory should rather keep working.
+        Arguments that are not a JSON object (invalid JSON, nested too deeply, an array, a
+        number...) count as their raw text: LangChain4j throws there, a memory should rather keep
+        working.
         """
         parsed = parse_json_object(arguments)
         if parsed is None:
@@ -167,12 +168,13 @@ def _reject_constant(name: str) -> NoReturn:
 def parse_json_object(text: str) -> dict[str, Any] | None:
     """`text` parsed as a JSON object the way Jackson reads it into a `Map`, or None.
 
-    Strict JSON: NaN/Infinity and non-objects give None. Duplicate keys keep the first key's
-    position and the last value, like Jackson's LinkedHashMap.
+    Strict JSON: NaN/Infinity, JSON nested too deeply to parse and non-objects give None.
+    Duplicate keys keep the first key's position and the last value, like Jackson's
+    LinkedHashMap.
     """
     try:
         value = json.loads(text, parse_constant=_reject_constant)
-    except ValueError:  # JSONDecodeError, NaN/Infinity, integers too long to convert
+    except (ValueError, RecursionError):  # JSONDecodeError, NaN/Infinity, too long, too deep
         return None
     return value if isinstance(value, dict) else None
 

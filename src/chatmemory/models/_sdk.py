@@ -2,21 +2,31 @@
 
 Errors: an HTTP status of 408, 409, 429 or 5xx, a timeout or a lost connection is retriable;
 every other status (400, 401, 403, 404, 422...) is not. The SDK has already retried the
-retriable ones `max_retries` times when the error reaches us; we never retry again.
+retriable ones `max_retries` times when the error reaches us; we never retry again. An answer
+that cannot be read (not JSON, JSON nested too deeply, the wrong shape) is not retriable either:
+what sends it (a proxy's login page, a base_url that is not the API, a server speaking another
+dialect) sends it again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .._codec.invalid import quote
 from .._errors import ConfigurationError, ModelError, SerializationError
 from ._protocols import Capability
 from ._values import ChatRequest
 
-__all__ = ["SdkErrors", "check_request", "mapped_errors", "missing_sdk"]
+__all__ = ["CHECK_BASE_URL", "SdkErrors", "check_request", "mapped_errors", "missing_sdk"]
+
+CHECK_BASE_URL = (
+    "a proxy, a login page or a base_url that is not the provider's API answers like this: "
+    "check base_url (not retried: the same answer would come again)"
+)
 
 _RETRIABLE_STATUSES = frozenset({408, 409, 429})
 _RETRIABLE_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})
@@ -71,15 +81,33 @@ class SdkErrors:
 
 @contextlib.contextmanager
 def mapped_errors(sdk: SdkErrors, model: str) -> Iterator[None]:
-    """Turns the SDK's exceptions raised inside the block into `ModelError`s (the SDK's
-    exception stays as the cause); works around sync code, awaits and stream iteration alike."""
+    """Turns the SDK's exceptions raised inside the block, and answers that cannot be read, into
+    `ModelError`s (the original exception stays as the cause); works around sync code, awaits
+    and stream iteration alike."""
+    provider = sdk.provider.lower()
     try:
         yield
     except SerializationError as error:  # our codec could not read what the provider sent
         raise ModelError(
-            f"{sdk.provider} sent an answer chatmemory cannot read: {error}",
+            f"{sdk.provider} sent an answer chatmemory cannot read (model {model!r}): {error} "
+            f"(not retried: the same answer would come again; a compatible server behind "
+            f"base_url may not follow the API here)",
             retriable=False,
-            provider=sdk.provider.lower(),
+            provider=provider,
+        ) from error
+    except json.JSONDecodeError as error:  # the SDK read a body or an event's data as JSON
+        raise ModelError(
+            f"{sdk.provider} answered with text that is not JSON ({quote(error.doc[:200], 100)}: "
+            f"{error.msg} at character {error.pos}) for model {model!r}; {CHECK_BASE_URL}",
+            retriable=False,
+            provider=provider,
+        ) from error
+    except RecursionError as error:  # the same, of JSON nested deeper than the parser goes
+        raise ModelError(
+            f"{sdk.provider} answered with JSON nested too deeply to read for model {model!r}; "
+            f"{CHECK_BASE_URL}",
+            retriable=False,
+            provider=provider,
         ) from error
     except sdk.base as error:
         raise _model_error(sdk, model, error) from error

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._codec.anthropic import REDACTED_THINKING, THINKING_SIGNATURE, read_assistant, to_anthropic
+from .._codec.invalid import Invalid
 from .._errors import ConfigurationError
 from .._frozen import thaw
 from ._assembly import StreamAssembler
@@ -28,6 +29,7 @@ from ._values import (
     TokenUsage,
     ToolSpecification,
 )
+from ._wire import answer_object, count, json_array, json_index, json_object, no_events, text
 
 try:
     import anthropic
@@ -158,14 +160,14 @@ class AnthropicChatModel:
         args = self._arguments(request)
         with mapped_errors(self._errors, args["model"]):
             message = self._sync().messages.create(**args)
-            return _response(message.model_dump(mode="json"))
+            return _response(answer_object(self._errors, args["model"], message))
 
     async def achat(self, request: ChatRequest, /) -> ChatResponse:
         """The model's answer to `request`, without blocking the event loop."""
         args = self._arguments(request)
         with mapped_errors(self._errors, args["model"]):
             message = await self._async().messages.create(**args)
-            return _response(message.model_dump(mode="json"))
+            return _response(answer_object(self._errors, args["model"], message))
 
     def stream(self, request: ChatRequest, /) -> Iterator[StreamEvent]:
         """The answer as it arrives (see `StreamEvent`); the request is checked at once."""
@@ -176,22 +178,24 @@ class AnthropicChatModel:
         return self._astream(self._streaming_arguments(request))
 
     def _stream(self, args: dict[str, Any]) -> Iterator[StreamEvent]:
-        state = _StreamState()
+        state = _StreamState(self._errors, args["model"])
         with mapped_errors(self._errors, args["model"]):
             events = self._sync().messages.create(**args)
             with events:
                 for event in events:
-                    yield from state.feed(event.model_dump(mode="json"))
+                    yield from state.feed(event)
+                state.check_fed(events)
         yield from state.finish()
 
     async def _astream(self, args: dict[str, Any]) -> AsyncIterator[StreamEvent]:
-        state = _StreamState()
+        state = _StreamState(self._errors, args["model"])
         with mapped_errors(self._errors, args["model"]):
             events = await self._async().messages.create(**args)
             async with events:
                 async for event in events:
-                    for item in state.feed(event.model_dump(mode="json")):
+                    for item in state.feed(event):
                         yield item
+                state.check_fed(events)
         for item in state.finish():
             yield item
 
@@ -270,14 +274,18 @@ def _tool(spec: ToolSpecification) -> dict[str, Any]:
 
 
 def _response(message: Mapping[str, Any]) -> ChatResponse:
-    content = message.get("content")
-    blocks = [block for block in content or [] if isinstance(block, Mapping)]
+    content = json_array(message.get("content"), "content", required=True)
+    blocks = [json_object(block, f"content[{i}]", required=True) for i, block in enumerate(content)]
+    try:
+        ai_message = read_assistant(blocks, {})
+    except Invalid as invalid:
+        raise invalid.error("cannot read the Anthropic answer") from None
     return ChatResponse(
-        ai_message=read_assistant(blocks, {}),
+        ai_message=ai_message,
         token_usage=_usage(message.get("usage")),
         finish_reason=_stop_reason(message.get("stop_reason")),
-        model_name=message.get("model") or None,
-        id=message.get("id") or None,
+        model_name=text(message.get("model")),
+        id=text(message.get("id")),
     )
 
 
@@ -286,7 +294,8 @@ def _usage(usage: object, input_tokens: int = 0) -> TokenUsage | None:
         return None
     given = usage.get("input_tokens")
     return TokenUsage(
-        given if isinstance(given, int) else input_tokens, usage.get("output_tokens") or 0
+        count(given) if isinstance(given, int) else input_tokens,
+        count(usage.get("output_tokens")),
     )
 
 
@@ -299,7 +308,10 @@ def _stop_reason(reason: object) -> FinishReason | None:
 class _StreamState:
     """Reads the Messages API's stream events into our events (sync and async share it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, errors: SdkErrors, model: str) -> None:
+        self.errors = errors
+        self.model = model
+        self.fed = False
         self.assembler = StreamAssembler()
         self.blocks: dict[int, str] = {}  # content block index -> its type
         self.tool_index: dict[int, int] = {}  # content block index -> tool call index
@@ -309,26 +321,35 @@ class _StreamState:
         self.thinking_blocks = 0
         self.input_tokens = 0
 
-    def feed(self, event: Mapping[str, Any]) -> list[StreamEvent]:
+    def check_fed(self, stream: object) -> None:
+        """`ModelError` when the stream held no event at all (not an event stream)."""
+        if not self.fed:
+            raise no_events(self.errors, self.model, stream)
+
+    def feed(self, sdk_event: object) -> list[StreamEvent]:
+        event = answer_object(self.errors, self.model, sdk_event)
+        self.fed = True
         kind = event.get("type")
         if kind == "message_start":
-            message = event.get("message") or {}
-            self.assembler.id = message.get("id") or None
-            self.assembler.model_name = message.get("model") or None
+            message = json_object(event.get("message"), "message")
+            self.assembler.id = text(message.get("id"))
+            self.assembler.model_name = text(message.get("model"))
             usage = _usage(message.get("usage"))
             if usage is not None:
                 self.input_tokens = usage.input_tokens
                 self.assembler.token_usage = usage
         elif kind == "content_block_start":
-            return self._start(event.get("index", 0), event.get("content_block") or {})
+            block = json_object(event.get("content_block"), "content_block")
+            return self._start(json_index(event.get("index"), "index"), block)
         elif kind == "content_block_delta":
-            return self._delta(event.get("index", 0), event.get("delta") or {})
+            delta = json_object(event.get("delta"), "delta")
+            return self._delta(json_index(event.get("index"), "index"), delta)
         elif kind == "content_block_stop":
-            tool = self.tool_index.get(event.get("index", 0))
+            tool = self.tool_index.get(json_index(event.get("index"), "index"))
             done = None if tool is None else self.assembler.complete(tool)
             return [] if done is None else [done]
         elif kind == "message_delta":
-            delta = event.get("delta") or {}
+            delta = json_object(event.get("delta"), "delta")
             if delta.get("stop_reason") is not None:
                 self.assembler.finish_reason = _stop_reason(delta.get("stop_reason"))
             usage = _usage(event.get("usage"), self.input_tokens)
@@ -344,35 +365,36 @@ class _StreamState:
             if self.text_blocks:
                 events.append(self.assembler.text("\n"))  # blocks join with a newline
             self.text_blocks += 1
-            if block.get("text"):
-                events.append(self.assembler.text(block["text"]))
+            if given := text(block.get("text")):
+                events.append(self.assembler.text(given))
         elif kind == "thinking":
             if self.thinking_blocks:
                 events.append(self.assembler.thinking("\n"))
             self.thinking_blocks += 1
-            if block.get("thinking"):
-                events.append(self.assembler.thinking(block["thinking"]))
-            if block.get("signature"):
-                self.signatures.setdefault(index, []).append(block["signature"])
+            if given := text(block.get("thinking")):
+                events.append(self.assembler.thinking(given))
+            if signature := text(block.get("signature")):
+                self.signatures.setdefault(index, []).append(signature)
         elif kind == "redacted_thinking" and isinstance(block.get("data"), str):
             self.redacted.append(block["data"])
         elif kind == "tool_use":
             tool = self.tool_index[index] = len(self.tool_index)
             given = block.get("input")
             start = json.dumps(given, ensure_ascii=False, separators=(",", ":")) if given else ""
-            events.append(self.assembler.tool_call(tool, block.get("id"), block.get("name"), start))
+            name = text(block.get("name"))
+            events.append(self.assembler.tool_call(tool, text(block.get("id")), name, start))
         return events
 
     def _delta(self, index: int, delta: Mapping[str, Any]) -> list[StreamEvent]:
         kind = delta.get("type")
-        if kind == "text_delta" and delta.get("text"):
-            return [self.assembler.text(delta["text"])]
-        if kind == "thinking_delta" and delta.get("thinking"):
-            return [self.assembler.thinking(delta["thinking"])]
-        if kind == "signature_delta" and delta.get("signature"):
-            self.signatures.setdefault(index, []).append(delta["signature"])
+        if kind == "text_delta" and (given := text(delta.get("text"))):
+            return [self.assembler.text(given)]
+        if kind == "thinking_delta" and (given := text(delta.get("thinking"))):
+            return [self.assembler.thinking(given)]
+        if kind == "signature_delta" and (signature := text(delta.get("signature"))):
+            self.signatures.setdefault(index, []).append(signature)
         elif kind == "input_json_delta" and index in self.tool_index:
-            piece = delta.get("partial_json") or ""
+            piece = text(delta.get("partial_json")) or ""
             return [self.assembler.tool_call(self.tool_index[index], None, None, piece)]
         return []
 

@@ -19,7 +19,7 @@ from ._assembly import StreamAssembler
 from ._events import StreamEvent
 from ._openai_clients import OpenAiClients, require_openai
 from ._protocols import Capability
-from ._sdk import check_request, mapped_errors
+from ._sdk import SdkErrors, check_request, mapped_errors
 from ._values import (
     ChatParameters,
     ChatRequest,
@@ -29,6 +29,7 @@ from ._values import (
     TokenUsage,
     ToolSpecification,
 )
+from ._wire import answer_object, count, json_array, json_object, no_events, text
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI, OpenAI
@@ -125,14 +126,14 @@ class OpenAiChatModel:
         args = self._arguments(request)
         with mapped_errors(self._errors, args["model"]):
             completion = self._clients.sync().chat.completions.create(**args)
-            return _response(completion.model_dump(mode="json"))
+            return _response(answer_object(self._errors, args["model"], completion))
 
     async def achat(self, request: ChatRequest, /) -> ChatResponse:
         """The model's answer to `request`, without blocking the event loop."""
         args = self._arguments(request)
         with mapped_errors(self._errors, args["model"]):
             completion = await self._clients.async_().chat.completions.create(**args)
-            return _response(completion.model_dump(mode="json"))
+            return _response(answer_object(self._errors, args["model"], completion))
 
     def stream(self, request: ChatRequest, /) -> Iterator[StreamEvent]:
         """The answer as it arrives (see `StreamEvent`); the request is checked at once."""
@@ -145,22 +146,24 @@ class OpenAiChatModel:
         return self._astream(args)
 
     def _stream(self, args: dict[str, Any]) -> Iterator[StreamEvent]:
-        state = _StreamState()
+        state = _StreamState(self._errors, args["model"])
         with mapped_errors(self._errors, args["model"]):
             chunks = self._clients.sync().chat.completions.create(**args)
             with chunks:
                 for chunk in chunks:
-                    yield from state.feed(chunk.model_dump(mode="json"))
+                    yield from state.feed(chunk)
+                state.check_fed(chunks)
         yield from state.finish()
 
     async def _astream(self, args: dict[str, Any]) -> AsyncIterator[StreamEvent]:
-        state = _StreamState()
+        state = _StreamState(self._errors, args["model"])
         with mapped_errors(self._errors, args["model"]):
             chunks = await self._clients.async_().chat.completions.create(**args)
             async with chunks:
                 async for chunk in chunks:
-                    for event in state.feed(chunk.model_dump(mode="json")):
+                    for event in state.feed(chunk):
                         yield event
+                state.check_fed(chunks)
         for event in state.finish():
             yield event
 
@@ -233,20 +236,21 @@ def _response_format(schema: Mapping[str, Any] | None, fmt: ResponseFormat) -> d
 
 
 def _response(completion: Mapping[str, Any]) -> ChatResponse:
-    choices = completion.get("choices") or []
+    choices = json_array(completion.get("choices"), "choices")
     if not choices:
         raise ModelError(
             "OpenAI answered without any choice; try again", retriable=True, provider="openai"
         )
-    choice = choices[0]
-    message = from_openai([_assistant(choice.get("message") or {})])[0]
+    choice = json_object(choices[0], "choices[0]", required=True)
+    given = json_object(choice.get("message"), "choices[0].message", required=True)
+    message = from_openai([_assistant(given)])[0]
     assert isinstance(message, AiMessage)
     return ChatResponse(
         ai_message=message,
         token_usage=_usage(completion.get("usage")),
         finish_reason=_finish_reason(choice.get("finish_reason")),
-        model_name=completion.get("model") or None,
-        id=completion.get("id") or None,
+        model_name=text(completion.get("model")),
+        id=text(completion.get("id")),
     )
 
 
@@ -262,10 +266,12 @@ def _assistant(message: Mapping[str, Any]) -> dict[str, Any]:
 def _usage(usage: object) -> TokenUsage | None:
     if not isinstance(usage, Mapping):
         return None
-    prompt = usage.get("prompt_tokens") or 0
-    completion = usage.get("completion_tokens") or 0
     total = usage.get("total_tokens")
-    return TokenUsage(prompt, completion, total if isinstance(total, int) else None)
+    return TokenUsage(
+        count(usage.get("prompt_tokens")),
+        count(usage.get("completion_tokens")),
+        count(total) if isinstance(total, int) else None,
+    )
 
 
 def _finish_reason(reason: object) -> FinishReason | None:
@@ -277,38 +283,53 @@ def _finish_reason(reason: object) -> FinishReason | None:
 class _StreamState:
     """Reads `chat.completion.chunk`s into events (sync and async streams share it)."""
 
-    __slots__ = ("assembler", "current")
+    __slots__ = ("assembler", "current", "errors", "fed", "model")
 
-    def __init__(self) -> None:
+    def __init__(self, errors: SdkErrors, model: str) -> None:
         self.assembler = StreamAssembler()
         self.current: int | None = None  # the tool call being streamed
+        self.errors = errors
+        self.model = model
+        self.fed = False
 
-    def feed(self, chunk: Mapping[str, Any]) -> list[StreamEvent]:
+    def check_fed(self, stream: object) -> None:
+        """`ModelError` when the stream held no chunk at all (not an event stream)."""
+        if not self.fed:
+            raise no_events(self.errors, self.model, stream)
+
+    def feed(self, sdk_chunk: object) -> list[StreamEvent]:
+        chunk = answer_object(self.errors, self.model, sdk_chunk)
+        self.fed = True
         parts = self.assembler
-        parts.id = parts.id or chunk.get("id") or None
-        parts.model_name = chunk.get("model") or parts.model_name
+        parts.id = parts.id or text(chunk.get("id"))
+        parts.model_name = text(chunk.get("model")) or parts.model_name
         usage = _usage(chunk.get("usage"))
         if usage is not None:
             parts.token_usage = usage
         events: list[StreamEvent] = []
-        for choice in chunk.get("choices") or []:
+        for position, item in enumerate(json_array(chunk.get("choices"), "choices")):
+            where = f"choices[{position}]"
+            choice = json_object(item, where, required=True)
             if choice.get("index", 0) != 0:
                 continue  # n > 1 is not supported: the first choice is the answer
-            delta = choice.get("delta") or {}
+            delta = json_object(choice.get("delta"), f"{where}.delta")
             thinking = delta.get("reasoning_content") or delta.get("reasoning")
             if isinstance(thinking, str) and thinking:
                 events.append(parts.thinking(thinking))
             content = delta.get("content")
             if isinstance(content, str) and content:
                 events.append(parts.text(content))
-            for position, call in enumerate(delta.get("tool_calls") or []):
-                events.extend(self._tool_call(position, call))
+            calls = json_array(delta.get("tool_calls"), f"{where}.delta.tool_calls")
+            for index, call in enumerate(calls):
+                events.extend(self._tool_call(index, call, f"{where}.delta.tool_calls[{index}]"))
             reason = choice.get("finish_reason")
             if reason is not None:
                 parts.finish_reason = _finish_reason(reason)
         return events
 
-    def _tool_call(self, position: int, call: Mapping[str, Any]) -> list[StreamEvent]:
+    def _tool_call(self, position: int, given: object, where: str) -> list[StreamEvent]:
+        call = json_object(given, where, required=True)
+        function = json_object(call.get("function"), f"{where}.function")
         # Some compatible servers send whole calls without `index`: their position tells.
         index = call.get("index")
         if not isinstance(index, int):
@@ -319,13 +340,12 @@ class _StreamState:
             if done is not None:
                 events.append(done)
         self.current = index
-        function = call.get("function") or {}
         arguments = function.get("arguments")
         events.append(
             self.assembler.tool_call(
                 index,
-                call.get("id"),
-                function.get("name"),
+                text(call.get("id")),
+                text(function.get("name")),
                 arguments if isinstance(arguments, str) else "",
             )
         )

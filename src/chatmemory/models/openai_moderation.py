@@ -1,7 +1,8 @@
 """`OpenAiModerationModel`: the moderations endpoint of the official `openai` SDK.
 
 All texts of a call go in one request (`input` as a list); the verdict names the first text the
-endpoint flagged, with its categories and scores.
+endpoint flagged, with its categories and scores. An answer that does not judge every text (a
+result missing, `flagged` not a bool) is a `ModelError`, never a clean verdict.
 """
 
 from __future__ import annotations
@@ -9,11 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ConfigurationError
+from .._codec.invalid import describe
+from .._errors import ConfigurationError, SerializationError
 from .._messages import ChatMessage
 from ._moderation import Moderation, moderation_texts
 from ._openai_clients import OpenAiClients, require_openai
 from ._sdk import mapped_errors
+from ._wire import answer_object, json_array, json_object
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI, OpenAI
@@ -78,7 +81,7 @@ class OpenAiModerationModel:
             return Moderation.not_flagged()
         with mapped_errors(self._clients.errors, self.model):
             answer = self._clients.sync().moderations.create(model=self.model, input=texts)
-            return _verdict(texts, answer.to_dict())
+            return _verdict(texts, answer_object(self._clients.errors, self.model, answer))
 
     async def amoderate(self, messages: str | Sequence[ChatMessage], /) -> Moderation:
         """The endpoint's verdict on `messages`, without blocking the event loop."""
@@ -87,18 +90,41 @@ class OpenAiModerationModel:
             return Moderation.not_flagged()
         with mapped_errors(self._clients.errors, self.model):
             answer = await self._clients.async_().moderations.create(model=self.model, input=texts)
-            return _verdict(texts, answer.to_dict())
+            return _verdict(texts, answer_object(self._clients.errors, self.model, answer))
 
 
 def _verdict(texts: list[str], answer: Mapping[str, Any]) -> Moderation:
-    results: list[Any] = answer.get("results") or []
-    for text, result in zip(texts, results, strict=False):
-        if result.get("flagged"):
-            categories: Mapping[str, Any] = result.get("categories") or {}
-            scores: Mapping[str, Any] = result.get("category_scores") or {}
+    """The verdict of the endpoint's `answer` on `texts` (one result per text, in order)."""
+    results = json_array(answer.get("results"), "results")
+    if len(results) != len(texts):
+        raise SerializationError(
+            f"`results` holds {len(results)} verdicts for {len(texts)} texts; the endpoint "
+            f"answers one result per text"
+        )
+    for position, (text, given) in enumerate(zip(texts, results, strict=True)):
+        where = f"results[{position}]"
+        result = json_object(given, where, required=True)
+        flagged = result.get("flagged")
+        if not isinstance(flagged, bool):
+            raise SerializationError(
+                f"`{where}.flagged` must be true or false, got {describe(flagged)}"
+            )
+        if flagged:
+            categories = json_object(result.get("categories"), f"{where}.categories")
+            scores = json_object(result.get("category_scores"), f"{where}.category_scores")
             return Moderation(
                 text,
                 tuple(sorted(name for name, hit in categories.items() if hit)),
-                {name: float(score) for name, score in scores.items() if score is not None},
+                {
+                    name: _score(score, f"{where}.category_scores.{name}")
+                    for name, score in scores.items()
+                    if score is not None
+                },
             )
     return Moderation.not_flagged()
+
+
+def _score(value: object, where: str) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    raise SerializationError(f"`{where}` must be a number, got {describe(value)}")

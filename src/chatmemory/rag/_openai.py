@@ -1,15 +1,24 @@
 """`OpenAiEmbeddingModel`: the `/embeddings` endpoint of OpenAI and of every compatible server
-(Ollama, vLLM, Hugging Face TEI, LM Studio), on the official `openai` SDK."""
+(Ollama, vLLM, Hugging Face TEI, LM Studio), on the official `openai` SDK.
+
+Vectors are asked for as base64 (the SDK's own default, a third of the bytes of JSON numbers)
+and read here, numbers or base64, with the answer's shape checked (`models/_wire.py`): what
+cannot be read is a `ModelError` naming where.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+import base64
+import binascii
+import struct
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ConfigurationError, ModelError
+from .._codec.invalid import describe
+from .._errors import ConfigurationError, ModelError, SerializationError
 from ..models._openai_clients import OpenAiClients, require_openai
 from ..models._sdk import mapped_errors
+from ..models._wire import answer_object, json_array, json_index, json_object
 from ._embeddings import Embedding
 
 if TYPE_CHECKING:
@@ -86,7 +95,14 @@ class OpenAiEmbeddingModel:
         await self._clients.aclose()
 
     def _arguments(self, texts: Sequence[str]) -> dict[str, Any]:
-        arguments: dict[str, Any] = {"model": self.model, "input": list(texts)}
+        # Given (as the SDK would add it), `encoding_format` makes the SDK hand over the answer
+        # as it came: its own decoding fails on answers that are not the protocol's. `_read`
+        # decodes and checks.
+        arguments: dict[str, Any] = {
+            "model": self.model,
+            "input": list(texts),
+            "encoding_format": "base64",
+        }
         if self.dimensions is not None:
             arguments["dimensions"] = self.dimensions
         return arguments
@@ -94,39 +110,71 @@ class OpenAiEmbeddingModel:
     def embed_all(self, texts: Sequence[str]) -> list[Embedding]:
         out: list[Embedding] = []
         for batch in _batches(texts, self.batch_size):
-            with mapped_errors(self._clients.errors, self.model), self._unreadable(batch):
+            with mapped_errors(self._clients.errors, self.model):
                 answer = self._clients.sync().embeddings.create(**self._arguments(batch))
-            out.extend(self._read(batch, answer.to_dict()))
+                out.extend(self._read(batch, answer))
         return out
 
     async def aembed_all(self, texts: Sequence[str]) -> list[Embedding]:
         out: list[Embedding] = []
         for batch in _batches(texts, self.batch_size):
-            with mapped_errors(self._clients.errors, self.model), self._unreadable(batch):
+            with mapped_errors(self._clients.errors, self.model):
                 answer = await self._clients.async_().embeddings.create(**self._arguments(batch))
-            out.extend(self._read(batch, answer.to_dict()))
+                out.extend(self._read(batch, answer))
         return out
 
-    @contextmanager
-    def _unreadable(self, batch: Sequence[str]) -> Iterator[None]:
-        try:
-            yield
-        except ValueError as error:  # the SDK's own check of the answer (no data...)
-            raise self._error(f"{self.model} answered {len(batch)} texts with {error}") from None
-
-    def _error(self, message: str) -> ModelError:
-        return ModelError(message, retriable=True, provider="openai")
-
-    def _read(self, batch: Sequence[str], answer: dict[str, Any]) -> list[Embedding]:
-        data = sorted(answer.get("data") or [], key=lambda item: item.get("index", 0))
-        if len(data) != len(batch):
-            raise self._error(
-                f"{self.model} returned {len(data)} embeddings for {len(batch)} texts"
+    def _read(self, batch: Sequence[str], answer: object) -> list[Embedding]:
+        """The embeddings of `batch` in the SDK's `answer`, in the order of the texts."""
+        data = json_array(
+            answer_object(self._clients.errors, self.model, answer).get("data"), "data"
+        )
+        if len(data) != len(batch):  # OpenAI's answer is sometimes empty under load
+            raise ModelError(
+                f"{self.model} returned {len(data)} embeddings for {len(batch)} texts",
+                retriable=True,
+                provider="openai",
             )
-        embeddings = [Embedding(tuple(item["embedding"])) for item in data]
+        items = sorted(
+            (_item(given, f"data[{i}]") for i, given in enumerate(data)), key=lambda item: item[0]
+        )
+        embeddings = [embedding for _, embedding in items]
         if self._dimension is None:
             self._dimension = embeddings[0].dimension
         return embeddings
+
+
+def _item(given: object, where: str) -> tuple[int, Embedding]:
+    """The index and embedding of one item of the answer's `data`."""
+    item = json_object(given, where, required=True)
+    index = json_index(item.get("index"), f"{where}.index")
+    vector = item.get("embedding")
+    if isinstance(vector, str):
+        vector = _float32s(vector, f"{where}.embedding")
+    if isinstance(vector, list) and vector:
+        odd = next((x for x in vector if not _is_number(x)), None)
+        if odd is None:
+            return index, Embedding(tuple(vector))
+        got = f"an array holding {describe(odd)}"
+    else:
+        got = "an empty array" if isinstance(vector, list) else describe(vector)
+    raise SerializationError(f"`{where}.embedding` must be an array of numbers, got {got}")
+
+
+def _float32s(text: str, where: str) -> list[float]:
+    """The little-endian float32 numbers base64 `text` holds (OpenAI's base64 encoding)."""
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except binascii.Error:  # not base64 at all
+        raw = b""
+    if not raw or len(raw) % 4:
+        raise SerializationError(
+            f"`{where}` is not base64 of float32 numbers, got {describe(text)}"
+        )
+    return list(struct.unpack(f"<{len(raw) // 4}f", raw))
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _batches(texts: Sequence[str], size: int) -> list[list[str]]:

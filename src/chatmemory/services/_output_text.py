@@ -22,7 +22,8 @@ _MARKER = re.compile(r"^(?:[-*•]|\d+[.)])\s+")
 def json_candidates(text: str, *, arrays: bool) -> Iterator[str]:
     """The pieces of `text` that may hold the answer, in order: the inside of the first code
     fence, then each JSON object (and array, with `arrays`) found in the text, nested ones too,
-    outer first."""
+    outer first. The search stops at JSON nested deeper than the parser goes: each bracket
+    inside it would start another candidate just as deep."""
     fence = _FENCE.search(text)
     if fence is not None:
         yield fence.group(1).strip()
@@ -31,6 +32,8 @@ def json_candidates(text: str, *, arrays: bool) -> Iterator[str]:
             _, end = _DECODER.raw_decode(text, start.start())
         except ValueError:
             continue
+        except RecursionError:
+            return
         yield text[start.start() : end]
 
 

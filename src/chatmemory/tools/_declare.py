@@ -30,7 +30,7 @@ import docstring_parser
 import pydantic
 import pydantic_core
 
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, shorten
 from .._json_schema import lenient_schema, strict_schema
 from ..models import ToolSpecification
 from ._contracts import (
@@ -375,7 +375,11 @@ class FunctionTool:
 
 def parse_arguments(arguments: str, tool: str) -> dict[str, Any]:
     """The model's JSON arguments as an object, with LangChain4j's one repair attempt (wrapping
-    quotes, escaped quotes, trailing commas); blank means no arguments."""
+    quotes, escaped quotes, trailing commas); blank means no arguments.
+
+    What cannot be read raises `ToolArgumentsError`, whose message (which the model reads)
+    quotes the arguments shortened; the error keeps them whole in `arguments`.
+    """
     if not arguments.strip():
         return {}
     not_an_object = False
@@ -384,15 +388,23 @@ def parse_arguments(arguments: str, tool: str) -> dict[str, Any]:
             parsed = json.loads(attempt)
         except json.JSONDecodeError:
             continue
+        except RecursionError:  # deeper than the parser goes; no repair makes it shallower
+            raise ToolArgumentsError(
+                "the arguments are JSON nested too deeply to read; send a JSON object of the "
+                "tool's parameters",
+                tool=tool,
+                arguments=arguments,
+            ) from None
         if isinstance(parsed, dict):
             return parsed
         not_an_object = True
+    quoted = shorten(arguments)
     if not_an_object:
         raise ToolArgumentsError(
-            f"the arguments must be a JSON object, got {arguments}", tool=tool, arguments=arguments
+            f"the arguments must be a JSON object, got {quoted}", tool=tool, arguments=arguments
         )
     raise ToolArgumentsError(
-        f"the arguments are not valid JSON: {arguments}", tool=tool, arguments=arguments
+        f"the arguments are not valid JSON: {quoted}", tool=tool, arguments=arguments
     )
 
 
@@ -404,11 +416,15 @@ def _repaired(text: str) -> str:
     return re.sub(r",\s*([}\]])", r"\1", text)
 
 
-def _explain(error: pydantic.ValidationError) -> str:
+def _explain(error: pydantic.ValidationError, shown: int = 5) -> str:
+    """The first `shown` problems, for the model; a count of the rest."""
     problems = []
-    for item in error.errors(include_url=False):
+    items = error.errors(include_url=False)
+    for item in items[:shown]:
         where = ".".join(str(part) for part in item["loc"]) or "arguments"
-        problems.append(f"{where}: {item['msg']}")
+        problems.append(f"{where}: {shorten(item['msg'])}")
+    if len(items) > shown:
+        problems.append(f"and {len(items) - shown} more")
     return "; ".join(problems)
 
 

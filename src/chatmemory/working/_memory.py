@@ -17,8 +17,10 @@ from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar, cast
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic_core import PydanticSerializationError
 
-from .._errors import ConcurrentUpdateError, ConfigurationError
+from .._codec.invalid import quote
+from .._errors import ConcurrentUpdateError, ConfigurationError, shorten
 from ..models import ToolSpecification
 from ..tools import ReturnBehavior, ToolArgumentsError, ToolContext, ToolOutput
 from ._patch import merge_patch, replace_section, sections
@@ -158,21 +160,22 @@ class WorkingMemory(Generic[T]):
             raise ToolArgumentsError(
                 "the patch must be a JSON object naming at least one field to change",
                 tool=self.tool_name,
-                arguments=json.dumps(patch, default=str),
+                arguments=_written(patch),
             )
 
         def apply(current: str) -> str:
-            merged = merge_patch(json.loads(current), patch)
             try:
-                model = adapter.validate_python(merged)
+                model = adapter.validate_python(merge_patch(json.loads(current), patch))
+                return adapter.dump_json(model).decode()
             except ValidationError as error:
-                raise ToolArgumentsError(
-                    f"the patched working memory does not fit its schema: {_errors(error)}; "
-                    f"nothing was stored",
-                    tool=self.tool_name,
-                    arguments=json.dumps(patch, default=str),
-                ) from None
-            return adapter.dump_json(model).decode()
+                reason = f"does not fit its schema: {_errors(error)}"
+            except (RecursionError, PydanticSerializationError):  # pydantic's depth limit
+                reason = "is nested too deeply to store; send a flatter patch"
+            raise ToolArgumentsError(
+                f"the patched working memory {reason}; nothing was stored",
+                tool=self.tool_name,
+                arguments=_written(patch),
+            )
 
         return adapter.validate_json(self._change(key, apply))
 
@@ -205,6 +208,11 @@ class WorkingMemory(Generic[T]):
         except (ValidationError, ValueError) as error:
             raise ConfigurationError(
                 f"the value does not fit {self.schema.__name__ if self.schema else ''}: {error}"
+            ) from None
+        except RecursionError:
+            raise ConfigurationError(
+                f"the value does not fit {self.schema.__name__ if self.schema else ''}: it is "
+                f"JSON nested too deeply to read"
             ) from None
         return self._adapter.dump_json(model).decode()
 
@@ -269,7 +277,14 @@ class WorkingMemoryTool:
             given = json.loads(arguments or "{}")
         except ValueError:
             raise ToolArgumentsError(
-                f"the arguments are not JSON: {arguments!r}",
+                f"the arguments are not JSON: {shorten(arguments)!r}",
+                tool=self.memory.tool_name,
+                arguments=arguments,
+            ) from None
+        except RecursionError:
+            raise ToolArgumentsError(
+                "the arguments are JSON nested too deeply to read; send a JSON object of the "
+                "tool's parameters",
                 tool=self.memory.tool_name,
                 arguments=arguments,
             ) from None
@@ -289,6 +304,15 @@ class WorkingMemoryTool:
 
     async def aexecute(self, arguments: str, context: ToolContext) -> ToolOutput:
         return await asyncio.to_thread(self.execute, arguments, context)
+
+
+def _written(patch: object) -> str:
+    """The patch as JSON, for the `arguments` of an error; a shortened quote of it when it
+    cannot be written whole (nested too deeply)."""
+    try:
+        return json.dumps(patch, default=str)
+    except (ValueError, RecursionError):
+        return quote(patch)
 
 
 def _errors(error: ValidationError) -> str:
