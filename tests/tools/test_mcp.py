@@ -4,6 +4,8 @@ streamable HTTP on 127.0.0.1, through the sync, async and streaming service path
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -25,7 +27,7 @@ from chatmemory import (
 )
 from chatmemory.services import MemoryId, Result, TokenStream, ai_service
 from chatmemory.testing import ScriptedChatModel
-from chatmemory.tools import ToolContext
+from chatmemory.tools import Tool, ToolContext
 from chatmemory.tools.mcp import McpToolProvider
 
 SERVER = str(Path(__file__).with_name("mcp_server.py"))
@@ -71,13 +73,25 @@ def provider(request: pytest.FixtureRequest) -> Iterator[McpToolProvider]:
         yield made
 
 
-def tools(provider: McpToolProvider) -> dict[str, object]:
+def tools(provider: McpToolProvider) -> dict[str, Tool]:
     return {t.specification.name: t for t in provider.provide(CONTEXT)}
+
+
+def gone(pid: int, within: float = 10.0) -> bool:
+    """Whether process `pid` has ended (and been reaped) within `within` seconds."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.02)
+    return False
 
 
 def test_the_servers_tools_and_schemas_pass_through(provider: McpToolProvider) -> None:
     found = {t.specification.name: t.specification for t in provider.provide(CONTEXT)}
-    assert set(found) == {"add", "whoami", "pixel", "refuse", "crash", "sleep"}
+    assert set(found) == {"add", "whoami", "pixel", "refuse", "crash", "leave", "sleep"}
     assert found["add"].description == "Add two integers."
     assert list(found["add"].parameters["required"]) == ["a", "b"]
     assert found["add"].parameters["properties"]["a"]["type"] == "integer"
@@ -123,6 +137,29 @@ def test_a_server_that_dies_mid_call_is_an_error_result_then_restarts() -> None:
         assert after != before
 
 
+@pytest.mark.parametrize("death", ["killed", "exits"])
+def test_a_server_that_died_between_calls_is_started_again(death: str) -> None:
+    def die(found: dict[str, Tool]) -> str:
+        pid = found["whoami"].execute("{}", CONTEXT).text
+        if death == "killed":
+            os.kill(int(pid), signal.SIGKILL)
+        else:
+            assert found["leave"].execute("{}", CONTEXT).text == "bye"
+        assert gone(int(pid))
+        return pid
+
+    with McpToolProvider.stdio(sys.executable, SERVER, "stdio", timeout=10) as provider:
+        found = tools(provider)
+        dead = die(found)
+        found = tools(provider)  # listing after the death
+        assert found["whoami"].execute("{}", CONTEXT).text not in {dead, ""}
+        dead = die(found)
+        time.sleep(0.3)  # the provider learns of the exit from the closed pipe, as any reader would
+        called = found["whoami"].execute("{}", CONTEXT)  # a call after the death
+        assert not called.is_error
+        assert called.text != dead
+
+
 def test_a_server_that_does_not_answer_in_time_is_an_error_result(http_url: str) -> None:
     with McpToolProvider.http(http_url, timeout=1) as provider:
         sleep = next(t for t in provider.provide(CONTEXT) if t.specification.name == "sleep")
@@ -137,9 +174,9 @@ def test_bad_arguments_go_back_to_the_model(provider: McpToolProvider) -> None:
 
     add = tools(provider)["add"]
     with pytest.raises(ToolArgumentsError, match="not valid JSON"):
-        add.execute("{nope", CONTEXT)  # type: ignore[attr-defined]
+        add.execute("{nope", CONTEXT)
     with pytest.raises(ToolArgumentsError, match="must be a JSON object"):
-        add.execute("[1, 2]", CONTEXT)  # type: ignore[attr-defined]
+        add.execute("[1, 2]", CONTEXT)
 
 
 def test_only_keeps_the_named_tools() -> None:

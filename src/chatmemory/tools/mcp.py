@@ -15,7 +15,8 @@ server's JSON schemas reach the model unchanged. Text results come back as text;
 back as a note in the text the model reads (OpenAI's tool messages hold text only) and as an
 `ImageContent` in the execution's value. A call that fails on the server's side, a server that
 dies mid-call or does not answer within `timeout` seconds becomes an error result the model reads,
-never a hang; the next call connects again.
+never a hang; the next call connects again. So does the next call after a server went away between
+calls (a stdio server that exited): the connection is dropped when the server's side of it ends.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import functools
 import json
 import threading
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import ConfigurationError
@@ -49,6 +52,61 @@ def _mcp() -> Any:
             "MCP servers need the official SDK: pip install 'chatmemory[mcp]'"
         ) from None
     return mcp
+
+
+def _http_client() -> Any:
+    from mcp.client.streamable_http import streamable_http_client
+
+    return streamable_http_client
+
+
+@asynccontextmanager
+async def _watched(transport: Any, lost: Callable[[], None]) -> AsyncIterator[tuple[Any, Any]]:
+    """`transport` (an SDK transport), calling `lost` once the server's side of it ends."""
+    async with transport as (read, write):
+        yield _Reading(read, lost), write
+
+
+class _Reading:
+    """The server's messages as the SDK reads them: the stream it is given, that calls `lost`
+    when the stream ends (a stdio server exited, or its stdout closed)."""
+
+    def __init__(self, stream: Any, lost: Callable[[], None]) -> None:
+        import anyio
+
+        self._stream = stream
+        self._lost = lost
+        self._end = anyio.EndOfStream
+        self._ends = (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError)
+
+    @property
+    def last_context(self) -> Any:  # the SDK copies the sender's context from a stream that has it
+        return getattr(self._stream, "last_context", None)
+
+    async def receive(self) -> Any:
+        try:
+            return await self._stream.receive()
+        except self._ends:
+            self._lost()
+            raise
+
+    def __aiter__(self) -> _Reading:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except self._end:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> _Reading:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 
 class _Loop:
@@ -93,7 +151,7 @@ class McpToolProvider:
                     f"an MCP server is an http(s) URL or a command with its arguments in a list, "
                     f"got {target!r}: for a command use McpToolProvider.stdio({target!r}, ...)"
                 )
-            self._server: Any = target
+            self._transport: Callable[[], Any] = functools.partial(_http_client(), target)
             self.description = target
         else:
             command = list(target)
@@ -101,9 +159,10 @@ class McpToolProvider:
                 raise ConfigurationError(
                     f"an MCP stdio command is a non-empty list of strings, got {target!r}"
                 )
-            self._server = mcp.StdioServerParameters(
+            server = mcp.StdioServerParameters(
                 command=command[0], args=command[1:], env=dict(env) if env else None, cwd=cwd
             )
+            self._transport = functools.partial(mcp.stdio_client, server)
             self.description = " ".join(command)
         if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
             raise ConfigurationError(f"`timeout` must be a positive number, got {timeout!r}")
@@ -179,9 +238,13 @@ class McpToolProvider:
                 self._loop = _Loop()
             return self._loop
 
-    async def _connected(self) -> Client:
-        if self._client is not None and self._keeper is not None and not self._keeper.done():
-            return self._client
+    async def _connected(self) -> tuple[Client, bool]:
+        """The kept client and whether it was kept (False: connected just now). A connection
+        whose server went away (a stdio server that exited) is closing, and not kept."""
+        keeper, closing, client = self._keeper, self._closing, self._client
+        if client and keeper and closing and not closing.is_set() and not keeper.done():
+            return client, True
+        await self._disconnect()
         ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         self._closing = asyncio.Event()
         self._keeper = asyncio.create_task(self._keep(ready, self._closing))
@@ -190,12 +253,14 @@ class McpToolProvider:
         except BaseException:
             await self._disconnect()
             raise
-        return self._client
+        return self._client, False
 
     async def _keep(self, ready: asyncio.Future[Client], closing: asyncio.Event) -> None:
-        """Enter and leave the SDK's client in one task, as it requires."""
+        """Enter and leave the SDK's client in one task, as it requires; leave it when told to
+        (`closing`) or when the server's side of the connection ends."""
         try:
-            async with _mcp().Client(self._server, read_timeout_seconds=self.timeout) as client:
+            transport = _watched(self._transport(), closing.set)
+            async with _mcp().Client(transport, read_timeout_seconds=self.timeout) as client:
                 ready.set_result(client)
                 await closing.wait()
         except BaseException as error:
@@ -216,13 +281,7 @@ class McpToolProvider:
             keeper.cancel()
 
     async def _tools(self) -> list[Tool]:
-        try:
-            client = await self._connected()
-            listed = await client.list_tools()
-        except Exception as error:
-            raise ConfigurationError(
-                f"cannot list the tools of the MCP server {self.description!r}: {_describe(error)}"
-            ) from error
+        listed = await self._list()
         return [
             McpTool(
                 self,
@@ -234,9 +293,26 @@ class McpToolProvider:
             if self.only is None or t.name in self.only
         ]
 
+    async def _list(self) -> Any:
+        """The server's `ListToolsResult`, asked again on a new connection when the kept one
+        fails (its server went away between calls: listing is safe to repeat)."""
+        for attempt in range(2):
+            kept = False
+            try:
+                client, kept = await self._connected()
+                return await client.list_tools()
+            except Exception as error:
+                await self._disconnect()
+                if not (kept and attempt == 0):
+                    raise ConfigurationError(
+                        f"cannot list the tools of the MCP server {self.description!r}: "
+                        f"{_describe(error)}"
+                    ) from error
+        raise AssertionError("unreachable")  # pragma: no cover
+
     async def _call(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
         try:
-            client = await self._connected()
+            client, _ = await self._connected()
             result = await client.call_tool(name, arguments, read_timeout_seconds=self.timeout)
         except Exception as error:  # the server failed or went away: the model hears it
             await self._disconnect()  # the next call connects again
