@@ -4,6 +4,7 @@ streamable HTTP on 127.0.0.1, through the sync, async and streaming service path
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -160,6 +161,55 @@ def test_a_server_that_died_between_calls_is_started_again(death: str) -> None:
         assert called.text != dead
 
 
+@pytest.mark.parametrize("timeout", [0.5, 1, 2])
+def test_a_hung_call_ends_in_its_timeout_and_its_server_is_stopped(timeout: float) -> None:
+    with McpToolProvider.stdio(sys.executable, SERVER, "stdio", timeout=timeout) as provider:
+        found = tools(provider)
+        hung = found["whoami"].execute("{}", CONTEXT).text
+        started = time.monotonic()
+        late = found["sleep"].execute('{"seconds": 60}', CONTEXT)
+        elapsed = time.monotonic() - started
+        assert late.is_error
+        assert "failed during sleep" in late.text
+        assert elapsed < timeout + 2
+        after = found["whoami"].execute("{}", CONTEXT)  # a new server
+        assert not after.is_error
+        assert after.text != hung
+        assert gone(int(hung))
+    assert gone(int(after.text), within=1)  # `close` waited for it
+
+
+def test_a_call_the_sdk_cannot_even_send_ends_in_its_timeout() -> None:
+    """A stopped server reads nothing: a request larger than the pipe's buffer never leaves."""
+    with McpToolProvider.stdio(sys.executable, SERVER, "stdio", timeout=1) as provider:
+        found = tools(provider)
+        frozen = int(found["whoami"].execute("{}", CONTEXT).text)
+        os.kill(frozen, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            late = found["refuse"].execute(json.dumps({"reason": "x" * 300_000}), CONTEXT)
+            assert late.is_error
+            assert "no answer within 1 s" in late.text
+            assert time.monotonic() - started < 1 + 2
+        finally:
+            if not gone(frozen, within=8):  # pragma: no cover - the SDK kills it
+                os.kill(frozen, signal.SIGKILL)
+                pytest.fail("the stopped server was left behind")
+
+
+def test_a_server_that_never_answers_is_given_up_and_stopped(tmp_path: Path) -> None:
+    pid = tmp_path / "pid"
+    silent = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(60)"
+    with McpToolProvider.stdio(
+        sys.executable, "-c", silent, str(pid), timeout=5, connect_timeout=1
+    ) as provider:
+        started = time.monotonic()
+        with pytest.raises(ConfigurationError, match="no answer within 1 s of connecting"):
+            provider.provide(CONTEXT)
+        assert time.monotonic() - started < 1 + 2
+    assert gone(int(pid.read_text()), within=1)  # `close` waited for it
+
+
 def test_a_server_that_does_not_answer_in_time_is_an_error_result(http_url: str) -> None:
     with McpToolProvider.http(http_url, timeout=1) as provider:
         sleep = next(t for t in provider.provide(CONTEXT) if t.specification.name == "sleep")
@@ -191,6 +241,8 @@ def test_bad_settings_and_unreachable_servers_say_what_to_do() -> None:
         McpToolProvider([])
     with pytest.raises(ConfigurationError, match="`timeout` must be a positive number"):
         McpToolProvider("http://127.0.0.1:1/mcp", timeout=0)
+    with pytest.raises(ConfigurationError, match="`connect_timeout` must be a positive number"):
+        McpToolProvider("http://127.0.0.1:1/mcp", connect_timeout=float("nan"))
     nobody = McpToolProvider.http(f"http://127.0.0.1:{free_port()}/mcp", timeout=3)
     with nobody, pytest.raises(ConfigurationError, match="cannot list the tools of the MCP"):
         nobody.provide(CONTEXT)

@@ -14,9 +14,11 @@ serves sync services (which wait on it) and async ones (which await it from any 
 server's JSON schemas reach the model unchanged. Text results come back as text; an image comes
 back as a note in the text the model reads (OpenAI's tool messages hold text only) and as an
 `ImageContent` in the execution's value. A call that fails on the server's side, a server that
-dies mid-call or does not answer within `timeout` seconds becomes an error result the model reads,
-never a hang; the next call connects again. So does the next call after a server went away between
-calls (a stdio server that exited): the connection is dropped when the server's side of it ends.
+dies mid-call or does not answer within `timeout` seconds (a second more at most) becomes an error
+result the model reads, never a hang. The connection is then left in the background (a stdio
+server is stopped, killed if it must be; `close` waits for that) and the next call connects again,
+as it does after a server went away between calls (a stdio server that exited). Connecting, which
+includes starting a stdio server, gets `connect_timeout` seconds: 30, or `timeout` if longer.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import base64
 import binascii
 import functools
 import json
+import math
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -109,6 +112,69 @@ class _Reading:
         await self.aclose()
 
 
+_LATE = 1.0
+"""Seconds past `timeout` the provider waits for a request. The SDK ends a call itself at
+`timeout` and tells the server; what it has not ended by then (a listing, a request it could not
+even send to a server that reads nothing) is left to end with its connection, which is dropped."""
+
+_STOP = 10.0
+"""Seconds the SDK may take to stop a stdio server once the connection is left (close its stdin,
+wait 2 s, terminate it, wait 2 s, kill it): beyond them `close` stops waiting."""
+
+
+class _Connection:
+    """One connection to the server, held open by a task of its own: the SDK's client is entered
+    and left in one task, as it requires. It is left when `end` says so or when the server's side
+    of it ends (a stdio server exited)."""
+
+    def __init__(self, transport: Any, read_timeout: float) -> None:
+        import anyio
+
+        self.ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+        self.ready.add_done_callback(_retrieve)
+        self.dropped = False
+        self._leave = asyncio.Event()
+        self._scope = anyio.CancelScope()
+        self._task = asyncio.create_task(self._hold(transport, read_timeout))
+
+    @property
+    def usable(self) -> bool:
+        ready = self.ready
+        answered = ready.done() and not ready.cancelled() and ready.exception() is None
+        return answered and not self._leave.is_set() and not self._task.done()
+
+    @property
+    def client(self) -> Client:
+        return self.ready.result()
+
+    async def _hold(self, transport: Any, read_timeout: float) -> None:
+        try:
+            with self._scope:
+                watched = _watched(transport, self._leave.set)
+                async with _mcp().Client(watched, read_timeout_seconds=read_timeout) as client:
+                    self.ready.set_result(client)
+                    await self._leave.wait()
+        except Exception as error:  # connecting failed, or leaving did: the server is gone
+            if not self.ready.done():
+                self.ready.set_exception(error)
+        finally:
+            if not self.ready.done():  # left before it answered
+                self.ready.cancel()
+
+    async def end(self, polite: float) -> None:
+        """Leave the connection: politely within `polite` seconds (a stdio server's stdin
+        closes, an HTTP session is deleted), else by cancelling it through anyio, which lets the
+        SDK finish stopping a stdio server (its shutdown is shielded and bounded). Never by
+        cancelling the task itself: that interrupts the shutdown before it kills the server, and
+        the SDK then waits for the server's output to end, that is for a hung tool to finish."""
+        self._leave.set()
+        if not self.ready.done():  # still connecting: there is nothing polite to do
+            self._scope.cancel()
+        if not (await asyncio.wait({self._task}, timeout=polite))[0]:
+            self._scope.cancel()
+            await asyncio.wait({self._task}, timeout=_STOP)
+
+
 class _Loop:
     """An event loop on a daemon thread: the one place the MCP connection lives."""
 
@@ -132,7 +198,8 @@ class _Loop:
 class McpToolProvider:
     """The tools of one MCP server. `target` is a streamable HTTP URL or a stdio command (its
     arguments in a sequence); `only` keeps the named tools; `dynamic` lists the server's tools
-    again before every model call instead of once per service call."""
+    again before every model call instead of once per service call. `timeout` bounds each
+    request, `connect_timeout` connecting (and starting a stdio server)."""
 
     def __init__(
         self,
@@ -141,6 +208,7 @@ class McpToolProvider:
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         timeout: float = 30.0,
+        connect_timeout: float | None = None,
         only: Iterable[str] | None = None,
         dynamic: bool = False,
     ) -> None:
@@ -164,15 +232,17 @@ class McpToolProvider:
             )
             self._transport = functools.partial(mcp.stdio_client, server)
             self.description = " ".join(command)
-        if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
-            raise ConfigurationError(f"`timeout` must be a positive number, got {timeout!r}")
-        self.timeout = float(timeout)
+        self.timeout = _seconds("timeout", timeout)
+        self.connect_timeout = (
+            max(self.timeout, 30.0)
+            if connect_timeout is None
+            else _seconds("connect_timeout", connect_timeout)
+        )
         self.only = None if only is None else frozenset(only)
         self._dynamic = bool(dynamic)
         self._loop: _Loop | None = None
-        self._client: Client | None = None
-        self._closing: asyncio.Event | None = None
-        self._keeper: asyncio.Task[None] | None = None
+        self._connection: _Connection | None = None  # on the loop, as are the two below
+        self._pending: set[asyncio.Future[Any]] = set()
         self._lock = threading.Lock()
 
     @classmethod
@@ -212,7 +282,7 @@ class McpToolProvider:
         with self._lock:
             loop, self._loop = self._loop, None
         if loop is not None:
-            loop.run(self._disconnect())
+            loop.run(self._close())
             loop.stop()
 
     async def aclose(self) -> None:
@@ -238,47 +308,67 @@ class McpToolProvider:
                 self._loop = _Loop()
             return self._loop
 
-    async def _connected(self) -> tuple[Client, bool]:
-        """The kept client and whether it was kept (False: connected just now). A connection
-        whose server went away (a stdio server that exited) is closing, and not kept."""
-        keeper, closing, client = self._keeper, self._closing, self._client
-        if client and keeper and closing and not closing.is_set() and not keeper.done():
-            return client, True
-        await self._disconnect()
-        ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
-        self._closing = asyncio.Event()
-        self._keeper = asyncio.create_task(self._keep(ready, self._closing))
-        try:
-            self._client = await asyncio.wait_for(asyncio.shield(ready), self.timeout)
-        except BaseException:
-            await self._disconnect()
-            raise
-        return self._client, False
+    async def _connected(self) -> tuple[_Connection, bool]:
+        """The kept connection, or a new one once it answers, and whether it was kept. A
+        connection whose server went away (a stdio server that exited) is not kept."""
+        connection = self._connection
+        if connection is not None and connection.usable:
+            return connection, True
+        if connection is None or connection.ready.done():  # else wait for it with its opener
+            self._drop(connection)
+            connection = _Connection(self._transport(), self.connect_timeout)
+            self._connection = connection
+        await asyncio.wait({connection.ready}, timeout=self.connect_timeout)
+        if not connection.ready.done():
+            self._drop(connection)
+            raise TimeoutError(f"no answer within {self.connect_timeout:g} s of connecting")
+        if connection.ready.cancelled():  # another call gave up on it, or `close` ended it
+            raise ConnectionError("the connection was closed while it opened")
+        if connection.ready.exception() is not None:
+            self._drop(connection)
+            connection.ready.result()
+        return connection, False
 
-    async def _keep(self, ready: asyncio.Future[Client], closing: asyncio.Event) -> None:
-        """Enter and leave the SDK's client in one task, as it requires; leave it when told to
-        (`closing`) or when the server's side of the connection ends."""
-        try:
-            transport = _watched(self._transport(), closing.set)
-            async with _mcp().Client(transport, read_timeout_seconds=self.timeout) as client:
-                ready.set_result(client)
-                await closing.wait()
-        except BaseException as error:
-            if not ready.done():
-                ready.set_exception(error)
-            if not isinstance(error, Exception):
-                raise
-
-    async def _disconnect(self) -> None:
-        keeper, closing = self._keeper, self._closing
-        self._client = self._keeper = self._closing = None
-        if keeper is None or closing is None:
+    def _drop(self, connection: _Connection | None) -> None:
+        """Leave `connection` in the background (a stdio server stops within a few seconds,
+        killed if it must be): the call that failed returns now, the next one connects again,
+        and `close` waits for it to be gone."""
+        if connection is None:
             return
-        closing.set()
+        if self._connection is connection:
+            self._connection = None
+        if not connection.dropped:
+            connection.dropped = True
+            self._watch(asyncio.ensure_future(connection.end(self.timeout)))
+
+    def _watch(self, task: asyncio.Future[Any]) -> None:
+        """Keep `task` (an ending connection, a request left behind) until it is done."""
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+        task.add_done_callback(_retrieve)
+
+    async def _answer(self, request: Coroutine[Any, Any, T]) -> T:
+        """The answer to `request`, or `TimeoutError` after `timeout` seconds and `_LATE` more
+        (the caller then drops the connection, which ends the request)."""
+        task = asyncio.ensure_future(request)
         try:
-            await asyncio.wait_for(keeper, self.timeout)
-        except (asyncio.TimeoutError, asyncio.CancelledError):  # pragma: no cover - stuck close
-            keeper.cancel()
+            await asyncio.wait({task}, timeout=self.timeout + _LATE)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        finally:
+            if not task.done():
+                self._watch(task)
+        if not task.done():
+            raise TimeoutError(f"no answer within {self.timeout:g} s")
+        return task.result()
+
+    async def _close(self) -> None:
+        self._drop(self._connection)
+        if self._pending:
+            await asyncio.wait(set(self._pending), timeout=self.timeout + _STOP)
+        for task in list(self._pending):  # pragma: no cover - the SDK's own bounds end them
+            task.cancel()
 
     async def _tools(self) -> list[Tool]:
         listed = await self._list()
@@ -297,12 +387,12 @@ class McpToolProvider:
         """The server's `ListToolsResult`, asked again on a new connection when the kept one
         fails (its server went away between calls: listing is safe to repeat)."""
         for attempt in range(2):
-            kept = False
+            connection, kept = None, False
             try:
-                client, kept = await self._connected()
-                return await client.list_tools()
+                connection, kept = await self._connected()
+                return await self._answer(connection.client.list_tools())
             except Exception as error:
-                await self._disconnect()
+                self._drop(connection)
                 if not (kept and attempt == 0):
                     raise ConfigurationError(
                         f"cannot list the tools of the MCP server {self.description!r}: "
@@ -311,11 +401,13 @@ class McpToolProvider:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _call(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
+        connection = None
         try:
-            client, _ = await self._connected()
-            result = await client.call_tool(name, arguments, read_timeout_seconds=self.timeout)
+            connection, _ = await self._connected()
+            call = connection.client.call_tool(name, arguments, read_timeout_seconds=self.timeout)
+            result = await self._answer(call)
         except Exception as error:  # the server failed or went away: the model hears it
-            await self._disconnect()  # the next call connects again
+            self._drop(connection)  # the next call connects again
             return ToolOutput(
                 f"The MCP server {self.description!r} failed during {name}: {_describe(error)}",
                 None,
@@ -400,6 +492,18 @@ def _size(data: str) -> str:
         return f"{len(base64.b64decode(data, validate=True))} bytes"
     except (binascii.Error, ValueError):
         return "unreadable base64"
+
+
+def _seconds(name: str, value: object) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < math.inf:
+        raise ConfigurationError(f"`{name}` must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    """Mark the outcome of a future nobody may wait for as seen (asyncio logs it otherwise)."""
+    if not future.cancelled():
+        future.exception()
 
 
 def _describe(error: BaseException) -> str:
