@@ -11,9 +11,10 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Protocol
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -244,9 +245,65 @@ def test_bad_settings_and_unreachable_servers_say_what_to_do() -> None:
     with pytest.raises(ConfigurationError, match="`connect_timeout` must be a positive number"):
         McpToolProvider("http://127.0.0.1:1/mcp", connect_timeout=float("nan"))
     nobody = McpToolProvider.http(f"http://127.0.0.1:{free_port()}/mcp", timeout=3)
-    with nobody, pytest.raises(ConfigurationError, match="cannot list the tools of the MCP"):
+    with nobody, pytest.raises(ConfigurationError, match="cannot list the tools of the MCP") as e:
         nobody.provide(CONTEXT)
-    assert repr(nobody) == f"McpToolProvider({nobody.description!r})"
+    assert "TaskGroup" not in str(e.value)  # what went wrong, not that a task group gathered it
+    assert repr(nobody) == f"McpToolProvider({nobody.name!r})"
+
+
+def messages(error: BaseException) -> list[str]:
+    """The message of `error` and of every exception chained to it or grouped in it."""
+    found: list[str] = []
+    todo, seen = [error], set()
+    while todo:
+        e = todo.pop()
+        if id(e) not in seen:
+            seen.add(id(e))
+            found.append(str(e))
+            todo += [x for x in (e.__cause__, e.__context__) if x is not None]
+            todo += list(getattr(e, "exceptions", ()))
+    return found
+
+
+def test_errors_and_reprs_name_the_server_never_its_secrets(http_url: str) -> None:
+    seen: list[str] = []
+
+    def fails(make: Callable[[], object]) -> str:
+        with pytest.raises(ConfigurationError) as raised:
+            make()
+        seen.extend(messages(raised.value))
+        return str(raised.value)
+
+    keyed = McpToolProvider.stdio(sys.executable, SERVER, "stdio", "--api-key=SECRET1", timeout=1)
+    with keyed:
+        found = tools(keyed)
+        late = found["sleep"].execute('{"seconds": 30}', CONTEXT)
+        seen += [repr(keyed), *map(repr, found.values()), late.text]
+    assert repr(keyed) == f"McpToolProvider({Path(sys.executable).name!r})"
+    assert late.text.startswith(f"The MCP server {Path(sys.executable).name!r} failed during sleep")
+    missing = McpToolProvider.stdio("/nowhere/mcp-server", "--api-key=SECRET1", name="files")
+    with missing:
+        assert "the MCP server 'files'" in fails(lambda: missing.provide(CONTEXT))
+
+    port = urlsplit(http_url).port
+    secrets = "//user:SECRET2@127.0.0.1:{}/mcp?token=SECRET3#SECRET4"
+    tokened = McpToolProvider.http("http:" + secrets.format(port), timeout=1)
+    with tokened:
+        found = tools(tokened)
+        late = found["sleep"].execute('{"seconds": 5}', CONTEXT)
+        seen += [repr(tokened), *map(repr, found.values()), late.text]
+    assert repr(tokened) == f"McpToolProvider('http://127.0.0.1:{port}/mcp')"
+    nobody = McpToolProvider.http("http:" + secrets.format(free_port()), timeout=3)
+    with nobody:
+        fails(lambda: nobody.provide(CONTEXT))
+
+    fails(lambda: McpToolProvider("npx server --api-key=SECRET1"))
+    fails(lambda: McpToolProvider.stdio("npx server --api-key=SECRET1"))
+    fails(lambda: McpToolProvider(["npx", "--api-key=SECRET1", ""]))
+    fails(lambda: McpToolProvider("ws:" + secrets.format(1)))
+    fails(lambda: McpToolProvider("http:" + secrets.format("99999")))
+    assert len(seen) > 10
+    assert [text for text in seen if "SECRET" in text] == []
 
 
 class Agent(Protocol):

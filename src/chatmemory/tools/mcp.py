@@ -19,6 +19,9 @@ result the model reads, never a hang. The connection is then left in the backgro
 server is stopped, killed if it must be; `close` waits for that) and the next call connects again,
 as it does after a server went away between calls (a stdio server that exited). Connecting, which
 includes starting a stdio server, gets `connect_timeout` seconds: 30, or `timeout` if longer.
+Error texts and `repr` call the server by its `name`: by default the program of a command (its file
+name, without the arguments) or the URL without credentials, query or fragment, so a key passed in
+them never reaches the model or the chat memory. Name a server whose URL path holds a key.
 """
 
 from __future__ import annotations
@@ -29,10 +32,22 @@ import binascii
 import functools
 import json
 import math
+import os
+import re
+import shutil
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import unquote, urlsplit
 
 from .._errors import ConfigurationError
 from .._messages import ImageContent
@@ -197,9 +212,11 @@ class _Loop:
 
 class McpToolProvider:
     """The tools of one MCP server. `target` is a streamable HTTP URL or a stdio command (its
-    arguments in a sequence); `only` keeps the named tools; `dynamic` lists the server's tools
-    again before every model call instead of once per service call. `timeout` bounds each
-    request, `connect_timeout` connecting (and starting a stdio server)."""
+    arguments in a sequence); `name` is what error texts and `repr` call the server (by default
+    the program of a command, or the URL without credentials, query or fragment: never a secret
+    they may hold); `only` keeps the named tools; `dynamic` lists the server's tools again before
+    every model call instead of once per service call. `timeout` bounds each request,
+    `connect_timeout` connecting (and starting a stdio server)."""
 
     def __init__(
         self,
@@ -207,6 +224,7 @@ class McpToolProvider:
         *,
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
+        name: str | None = None,
         timeout: float = 30.0,
         connect_timeout: float | None = None,
         only: Iterable[str] | None = None,
@@ -214,24 +232,19 @@ class McpToolProvider:
     ) -> None:
         mcp = _mcp()
         if isinstance(target, str):
-            if not target.startswith(("http://", "https://")):
-                raise ConfigurationError(
-                    f"an MCP server is an http(s) URL or a command with its arguments in a list, "
-                    f"got {target!r}: for a command use McpToolProvider.stdio({target!r}, ...)"
-                )
+            label, self._secrets = _url(target)
             self._transport: Callable[[], Any] = functools.partial(_http_client(), target)
-            self.description = target
         else:
-            command = list(target)
-            if not command or not all(isinstance(part, str) and part for part in command):
-                raise ConfigurationError(
-                    f"an MCP stdio command is a non-empty list of strings, got {target!r}"
-                )
+            command = _command(target, cwd)
+            label = re.split(r"[\\/]", command[0])[-1] or command[0]  # the program's file name
+            self._secrets = ()  # no error about a command quotes its arguments: only ours could
             server = mcp.StdioServerParameters(
                 command=command[0], args=command[1:], env=dict(env) if env else None, cwd=cwd
             )
             self._transport = functools.partial(mcp.stdio_client, server)
-            self.description = " ".join(command)
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise ConfigurationError(f"`name` must be a non-empty string, got {name!r}")
+        self.name: str = label if name is None else name
         self.timeout = _seconds("timeout", timeout)
         self.connect_timeout = (
             max(self.timeout, 30.0)
@@ -263,7 +276,7 @@ class McpToolProvider:
         return cls(url, **options)
 
     def __repr__(self) -> str:
-        return f"McpToolProvider({self.description!r})"
+        return f"McpToolProvider({self.name!r})"
 
     @property
     def dynamic(self) -> bool:
@@ -395,9 +408,9 @@ class McpToolProvider:
                 self._drop(connection)
                 if not (kept and attempt == 0):
                     raise ConfigurationError(
-                        f"cannot list the tools of the MCP server {self.description!r}: "
-                        f"{_describe(error)}"
-                    ) from error
+                        f"cannot list the tools of the MCP server {self.name!r}: "
+                        f"{_describe(error, self._secrets)}"
+                    ) from (None if _mentions(error, self._secrets) else error)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _call(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
@@ -409,7 +422,8 @@ class McpToolProvider:
         except Exception as error:  # the server failed or went away: the model hears it
             self._drop(connection)  # the next call connects again
             return ToolOutput(
-                f"The MCP server {self.description!r} failed during {name}: {_describe(error)}",
+                f"The MCP server {self.name!r} failed during {name}: "
+                f"{_describe(error, self._secrets)}",
                 None,
                 is_error=True,
             )
@@ -424,7 +438,7 @@ class McpTool:
         self._specification = specification
 
     def __repr__(self) -> str:
-        return f"McpTool({self._specification.name!r} of {self._provider.description!r})"
+        return f"McpTool({self._specification.name!r} of {self._provider.name!r})"
 
     @property
     def specification(self) -> ToolSpecification:
@@ -494,6 +508,70 @@ def _size(data: str) -> str:
         return "unreadable base64"
 
 
+def _url(target: str) -> tuple[str, tuple[str, ...]]:
+    """The label of a server's URL (scheme://host[:port]/path) and the parts of it that may hold
+    a secret (credentials, query, fragment; as written and decoded), which no text repeats."""
+    parts = urlsplit(target)
+    if parts.scheme not in ("http", "https"):
+        if parts.scheme and parts.netloc:
+            raise ConfigurationError(
+                f"an MCP server's URL is http:// or https://, got a {parts.scheme}:// URL"
+            )
+        if not target.strip():
+            raise ConfigurationError(
+                "an MCP server is an http(s) URL or a command, got a blank string"
+            )
+        raise ConfigurationError(
+            f"an MCP server is an http(s) URL or a command with its arguments in a list: for a "
+            f"command use McpToolProvider.stdio({target.split()[0]!r}, ...), each argument a "
+            f"string"
+        )
+    host = parts.hostname
+    if not host:
+        raise ConfigurationError(f"an MCP server's {parts.scheme}:// URL needs a host")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ConfigurationError(
+            f"the port of an MCP server's {parts.scheme}:// URL must be a number below 65536"
+        ) from None
+    secrets = [parts.netloc.rpartition("@")[0], parts.password, parts.query, parts.fragment]
+    secrets += [unquote(secret) for secret in secrets if secret]
+    host = f"[{host}]" if ":" in host else host
+    label = f"{parts.scheme}://{host}{'' if port is None else f':{port}'}{parts.path}"
+    return label, tuple(sorted({secret for secret in secrets if secret}, key=len, reverse=True))
+
+
+def _command(target: object, cwd: str | None) -> list[str]:
+    """A stdio command as a list, or a `ConfigurationError` that quotes none of it."""
+    if not isinstance(target, Iterable):
+        raise ConfigurationError(
+            f"an MCP server is an http(s) URL or a command with its arguments in a list, "
+            f"got {type(target).__name__}"
+        )
+    command = list(target)
+    if not command:
+        raise ConfigurationError("an MCP stdio command is a non-empty list of strings, got []")
+    for index, part in enumerate(command):
+        if not isinstance(part, str) or not (part.strip() if index == 0 else part):
+            what = f"{part!r}" if isinstance(part, str) else f"of type {type(part).__name__}"
+            raise ConfigurationError(
+                f"an MCP stdio command is a non-empty list of strings, and its item {index} is "
+                f"{what}"
+            )
+    program = command[0].split()[0]
+    if program != command[0] and not _exists(command[0], cwd):
+        raise ConfigurationError(
+            f"an MCP stdio command's program is one word, and each argument a string of its "
+            f"own: McpToolProvider.stdio({program!r}, ...), not one string for them all"
+        )
+    return command
+
+
+def _exists(program: str, cwd: str | None) -> bool:
+    return shutil.which(program) is not None or os.path.exists(os.path.join(cwd or "", program))
+
+
 def _seconds(name: str, value: object) -> float:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < math.inf:
         raise ConfigurationError(f"`{name}` must be a positive number of seconds, got {value!r}")
@@ -506,5 +584,36 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
-def _describe(error: BaseException) -> str:
-    return str(error).strip() or f"{type(error).__name__} (no answer)"
+def _describe(error: BaseException, secrets: Sequence[str]) -> str:
+    """What went wrong, for the model or the application: the messages of the errors a task
+    group gathered rather than its own, without `secrets`."""
+    texts = (str(e).strip() or f"{type(e).__name__} (no answer)" for e in _leaves(error))
+    text = "; ".join(dict.fromkeys(texts))
+    for secret in secrets:
+        text = text.replace(secret, "…")
+    return text
+
+
+def _leaves(error: BaseException) -> Iterator[BaseException]:
+    grouped = getattr(error, "exceptions", None)
+    if isinstance(grouped, tuple) and grouped:
+        for member in grouped:
+            yield from _leaves(member)
+    else:
+        yield error
+
+
+def _mentions(error: BaseException, secrets: Sequence[str]) -> bool:
+    """Whether `error`, an error chained to it or one it groups says one of `secrets` (then it
+    is not chained to the error the application sees)."""
+    todo, seen = [error], set()
+    while todo:
+        e = todo.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if any(secret in str(e) for secret in secrets):
+            return True
+        todo += [x for x in (e.__cause__, e.__context__) if x is not None]
+        todo += getattr(e, "exceptions", ())
+    return False
