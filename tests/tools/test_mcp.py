@@ -10,8 +10,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Annotated, Protocol
 from urllib.parse import urlsplit
@@ -240,6 +243,12 @@ def test_bad_settings_and_unreachable_servers_say_what_to_do() -> None:
         McpToolProvider("my-server")
     with pytest.raises(ConfigurationError, match="non-empty list of strings"):
         McpToolProvider([])
+    with pytest.raises(ConfigurationError, match="URL or a command with its arguments in a list"):
+        McpToolProvider(None)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="URL needs a host"):
+        McpToolProvider("http:///mcp")
+    with pytest.raises(ConfigurationError, match="`name` must be a non-empty string"):
+        McpToolProvider("http://127.0.0.1:1/mcp", name=" ")
     with pytest.raises(ConfigurationError, match="`timeout` must be a positive number"):
         McpToolProvider("http://127.0.0.1:1/mcp", timeout=0)
     with pytest.raises(ConfigurationError, match="`connect_timeout` must be a positive number"):
@@ -263,6 +272,34 @@ def messages(error: BaseException) -> list[str]:
             todo += [x for x in (e.__cause__, e.__context__) if x is not None]
             todo += list(getattr(e, "exceptions", ()))
     return found
+
+
+@contextmanager
+def echoing() -> Iterator[int]:
+    """The port of an HTTP server that answers every message with an error quoting its URL."""
+
+    class Echo(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            sent = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            error = {"code": -32600, "message": f"no access to {self.path}#SECRET4"}
+            body = json.dumps({"jsonrpc": "2.0", "id": sent.get("id"), "error": error}).encode()
+            self.send_response(403)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    with ThreadingHTTPServer(("127.0.0.1", 0), Echo) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield server.server_address[1]
+        finally:
+            server.shutdown()
+            thread.join()
 
 
 def test_errors_and_reprs_name_the_server_never_its_secrets(http_url: str) -> None:
@@ -296,6 +333,10 @@ def test_errors_and_reprs_name_the_server_never_its_secrets(http_url: str) -> No
     nobody = McpToolProvider.http("http:" + secrets.format(free_port()), timeout=3)
     with nobody:
         fails(lambda: nobody.provide(CONTEXT))
+    with echoing() as port:
+        echoed = McpToolProvider.http("http:" + secrets.format(port), timeout=3)
+        with echoed:
+            assert "no access to /mcp?…#…" in fails(lambda: echoed.provide(CONTEXT))
 
     fails(lambda: McpToolProvider("npx server --api-key=SECRET1"))
     fails(lambda: McpToolProvider.stdio("npx server --api-key=SECRET1"))

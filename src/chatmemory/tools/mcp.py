@@ -399,6 +399,7 @@ class McpToolProvider:
     async def _list(self) -> Any:
         """The server's `ListToolsResult`, asked again on a new connection when the kept one
         fails (its server went away between calls: listing is safe to repeat)."""
+        failure = None
         for attempt in range(2):
             connection, kept = None, False
             try:
@@ -406,12 +407,15 @@ class McpToolProvider:
                 return await self._answer(connection.client.list_tools())
             except Exception as error:
                 self._drop(connection)
+                failure = error
                 if not (kept and attempt == 0):
-                    raise ConfigurationError(
-                        f"cannot list the tools of the MCP server {self.name!r}: "
-                        f"{_describe(error, self._secrets)}"
-                    ) from (None if _mentions(error, self._secrets) else error)
-        raise AssertionError("unreachable")  # pragma: no cover
+                    break
+        assert failure is not None
+        # raised here, not in `except`, so an error that quotes a secret is not even its context
+        raise ConfigurationError(
+            f"cannot list the tools of the MCP server {self.name!r}: "
+            f"{_describe(failure, self._secrets)}"
+        ) from (None if _mentions(failure, self._secrets) else failure)
 
     async def _call(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
         connection = None
