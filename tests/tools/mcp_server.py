@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import os
 import sys
+import threading
 import time
 
 from mcp.server.mcpserver import Image, MCPServer
@@ -48,6 +49,13 @@ def refuse(reason: str) -> str:
 def crash() -> str:
     """The server process dies mid-call."""
     os._exit(3)
+
+
+@server.tool()
+def leave() -> str:
+    """Answer, then the process exits on its own."""
+    threading.Timer(0.1, os._exit, (0,)).start()
+    return "bye"
 
 
 @server.tool()
