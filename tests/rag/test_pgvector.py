@@ -6,9 +6,11 @@ from __future__ import annotations
 import math
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from chatmemory import ConfigurationError, StoreError
@@ -17,6 +19,7 @@ from chatmemory.rag import (
     EmbeddingSearchRequest,
     Filter,
     TextSegment,
+    key,
 )
 from chatmemory.rag.pgvector import PgVectorEmbeddingStore
 from tests.conftest import server_unavailable
@@ -45,6 +48,66 @@ def store(dsn: str) -> Iterator[PgVectorEmbeddingStore]:
 def vec(*values: float) -> Embedding:
     padded = list(values) + [0.0] * (DIMENSION - len(values))
     return Embedding(tuple(padded))
+
+
+@contextmanager
+def loaded(
+    dsn: str, vectors: np.ndarray, segments: Sequence[TextSegment]
+) -> Iterator[tuple[PgVectorEmbeddingStore, list[str]]]:
+    """A store holding these rows (`add_all` in batches) and their ids; its HNSW index is built
+    after the load, as a bulk import would (inserting into the index row by row takes minutes
+    here): dropped, then made again by opening the store anew. The table goes at the end."""
+    table = f"big_{uuid.uuid4().hex[:12]}"
+    dimension = int(vectors.shape[1])
+    ids: list[str] = []
+    with PgVectorEmbeddingStore(dsn, dimension=dimension, table=table) as store:
+        with store._pool.connection() as conn:
+            conn.execute(f"DROP INDEX {table}_hnsw")
+        for first in range(0, len(vectors), 10_000):
+            chunk = vectors[first : first + 10_000]
+            ids += store.add_all(
+                [Embedding(tuple(v.tolist())) for v in chunk], segments[first : first + 10_000]
+            )
+    with PgVectorEmbeddingStore(dsn, dimension=dimension, table=table) as store:
+        try:
+            with store._pool.connection() as conn:
+                conn.execute(f"ANALYZE {table}")
+            yield store, ids
+        finally:
+            with store._pool.connection() as conn:
+                conn.execute(f"DROP TABLE {table}")
+
+
+@pytest.mark.slow
+def test_a_filtered_search_over_100_000_rows_is_exact(dsn: str) -> None:
+    """5 rows pass among 100,000 (the 99,995 others nearer): all 5 come back, in order; and a
+    filter passing a tenth of the rows gives numpy's brute-force top 10, in order."""
+    rng = np.random.default_rng(11)
+    size = 100_000
+    near = np.column_stack([np.ones(size - 5), rng.uniform(0, 0.5, size=(size - 5, 3))])
+    far = np.array([[1.0, 1 + 0.5 * i, 0.2, 0.0] for i in range(5)])
+    vectors = np.vstack([near, far]).astype(np.float32)
+    segments = [TextSegment(f"bob {n}", {"user": "bob", "tenth": n % 10}) for n in range(size - 5)]
+    segments += [TextSegment(f"ann {i}", {"user": "ann", "tenth": 10}) for i in range(5)]
+    with loaded(dsn, vectors, segments) as (store, ids):
+        query = Embedding((1.0, 0.0, 0.0, 0.0))
+        for top in (5, 10):
+            request = EmbeddingSearchRequest(
+                query_embedding=query, max_results=top, filter=key("user").eq("ann")
+            )
+            assert [m.embedding_id for m in store.search(request).matches] == ids[-5:]
+        unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        passing = np.arange(size) % 10 == 3
+        passing[-5:] = False
+        for probe in rng.normal(size=(3, 4)):
+            scores = np.where(passing, unit @ (probe / np.linalg.norm(probe)), -np.inf)
+            best = np.argsort(-scores, kind="stable")[:10]
+            request = EmbeddingSearchRequest(
+                query_embedding=Embedding(tuple(probe.tolist())),
+                max_results=10,
+                filter=key("tenth").eq(3),
+            )
+            assert [m.embedding_id for m in store.search(request).matches] == [ids[n] for n in best]
 
 
 def test_dimensions_and_settings_are_checked(dsn: str, store: PgVectorEmbeddingStore) -> None:

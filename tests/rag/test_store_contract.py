@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from chatmemory import ConfigurationError
@@ -191,6 +192,53 @@ def test_filters_have_one_meaning_on_every_store(store: Any, condition: Filter) 
     assert {m.embedding_id for m in left} == set(ids) - expected | {
         m.embedding_id for m in left if m.embedded is None
     }
+
+
+def test_a_filtered_search_finds_the_rows_that_pass_behind_nearer_ones(store: Any) -> None:
+    """5 rows pass the filter and 395 nearer ones do not: the search returns the 5, best first
+    (pgvector's HNSW index kept its nearest candidates and filtered them afterwards: none)."""
+    near = [vec(1, 0.001 * i) for i in range(395)]
+    far = [vec(1, 1 + 0.5 * i) for i in range(5)]  # scores 0.85, 0.78, 0.72, 0.69, 0.66
+    ids = store.add_all(
+        near + far,
+        [TextSegment(f"near {i}", {"user": "bob"}) for i in range(395)]
+        + [TextSegment(f"far {i}", {"user": "ann"}) for i in range(5)],
+    )
+    ann = key("user").eq("ann")
+    for top in (5, 10):
+        request = EmbeddingSearchRequest(query_embedding=vec(1), max_results=top, filter=ann)
+        assert [m.embedding_id for m in store.search(request).matches] == ids[395:]
+    # min_score drops the rows below it, never the ones above it that pass the filter
+    request = EmbeddingSearchRequest(
+        query_embedding=vec(1), max_results=5, min_score=0.7, filter=ann
+    )
+    assert [m.embedding_id for m in store.search(request).matches] == ids[395:398]
+    unfiltered = EmbeddingSearchRequest(query_embedding=vec(1), max_results=3, min_score=0.99)
+    assert [m.embedding_id for m in store.search(unfiltered).matches] == ids[:3]
+
+
+def test_a_filtered_search_is_the_exact_top_of_the_rows_that_pass(store: Any) -> None:
+    """Under a filter passing a tenth of the rows, the matches are numpy's brute-force top 10
+    of those rows, in order."""
+    rng = np.random.default_rng(7)
+    points = rng.normal(size=(1_000, DIMENSION))
+    ids = store.add_all(
+        [Embedding(tuple(p.tolist())) for p in points],
+        [TextSegment(f"p{n}", {"tenth": n % 10}) for n in range(len(points))],
+    )
+    unit = points / np.linalg.norm(points, axis=1, keepdims=True)
+    passing = np.arange(len(points)) % 10 == 3
+    for query in rng.normal(size=(5, DIMENSION)):
+        scores = np.where(passing, unit @ (query / np.linalg.norm(query)), -np.inf)
+        best = np.argsort(-scores, kind="stable")[:10]
+        request = EmbeddingSearchRequest(
+            query_embedding=Embedding(tuple(query.tolist())),
+            max_results=10,
+            filter=key("tenth").eq(3),
+        )
+        found = store.search(request).matches
+        assert [m.embedding_id for m in found] == [ids[n] for n in best]
+        assert [m.score for m in found] == pytest.approx((scores[best] + 1) / 2, abs=1e-6)
 
 
 def test_one_user_never_sees_another_users_segments(store: Any) -> None:
