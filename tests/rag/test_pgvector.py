@@ -110,6 +110,64 @@ def test_a_filtered_search_over_100_000_rows_is_exact(dsn: str) -> None:
             assert [m.embedding_id for m in store.search(request).matches] == [ids[n] for n in best]
 
 
+def explain(store: PgVectorEmbeddingStore, statement: object, params: list[object]) -> str:
+    """PostgreSQL's plan for one of the store's statements, as text."""
+    from psycopg import sql
+
+    with store._pool.connection() as conn:
+        rows = conn.execute(sql.SQL("EXPLAIN ") + statement, params).fetchall()  # type: ignore[operator]
+    return "\n".join(row[0] for row in rows)
+
+
+def test_finding_by_metadata_uses_the_metadata_index(dsn: str) -> None:
+    """On 20,000 rows, `select`, `remove_all` and a filtered search by a user's id read the GIN
+    index on the metadata (a Bitmap Index Scan), not the whole table; `in_` too. Unfiltered
+    search reads the HNSW index."""
+    size = 20_000
+    vectors = np.random.default_rng(5).normal(size=(size, 4)).astype(np.float32)
+    users = ["ann" if n % 4_000 == 0 else f"user {n % 997}" for n in range(size)]
+    segments = [TextSegment(f"row {n}", {"user_id": u, "n": n}) for n, u in enumerate(users)]
+    with loaded(dsn, vectors, segments) as (store, ids):
+        ann = key("user_id").eq("ann")
+        query = np.asarray([1, 0, 0, 0], dtype=np.float32)
+        index = f"Bitmap Index Scan on {store.table}_metadata"
+        for statement, params in (
+            store._sql.select_where(ann),
+            store._sql.delete_where(ann),
+            store._sql.nearest(query, ann, 10),
+            store._sql.nearest(query, ann & key("n").lt(10_000), 10),
+            store._sql.select_where(key("user_id").in_(["ann", "user 3"])),
+        ):
+            assert index in explain(store, statement, params)
+        unfiltered = explain(store, *store._sql.nearest(query, None, 10))
+        assert f"Index Scan using {store.table}_hnsw" in unfiltered
+        expected = {ids[n] for n in range(0, size, 4_000)}
+        assert set(store.select(ann)) == expected
+        request = EmbeddingSearchRequest(query_embedding=Embedding((1, 0, 0, 0)), filter=ann)
+        assert {m.embedding_id for m in store.search(request).matches} <= expected
+        store.remove_all(ann)
+        assert store.count() == size - 5
+
+
+def test_a_table_made_before_the_metadata_index_gains_it(dsn: str) -> None:
+    table = f"old_{uuid.uuid4().hex[:12]}"
+    with (
+        PgVectorEmbeddingStore(dsn, dimension=2, table=table) as store,
+        store._pool.connection() as conn,
+    ):
+        conn.execute(f"DROP INDEX {table}_metadata")
+    with (
+        PgVectorEmbeddingStore(dsn, dimension=2, table=table) as store,
+        store._pool.connection() as conn,
+    ):
+        found = conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = %s", [f"{table}_metadata"]
+        ).fetchone()
+        conn.execute(f"DROP TABLE {table}")
+    assert found is not None
+    assert "USING gin (metadata jsonb_path_ops)" in found[0]
+
+
 def test_dimensions_and_settings_are_checked(dsn: str, store: PgVectorEmbeddingStore) -> None:
     with pytest.raises(ConfigurationError, match=f"dimension {DIMENSION}, got one of 3"):
         store.add(Embedding((1.0, 2.0, 3.0)))

@@ -3,6 +3,12 @@
 
 The leaves are never NULL (`coalesce`, `CASE ... ELSE false`), so `NOT` negates exactly as the
 Python filters do: an absent key fails `eq`, passes `ne` and `not_in`.
+
+`eq` and `in_` also test jsonb containment (``metadata @> '{"user_id": "ann"}'``), which the
+store's GIN index on the metadata serves, so finding one user's rows reads that index rather
+than the table. Containment alone means more than equality (an array contains its elements,
+an object its sub-objects), so it is ANDed with the exact test, which implies it: the meaning
+is the equality's, the containment only lets the index narrow the rows first.
 """
 
 from __future__ import annotations
@@ -40,9 +46,14 @@ def _sql(condition: Filter, column: sql.Identifier, params: list[Any]) -> sql.Co
     if isinstance(condition, Not):
         return sql.SQL("(NOT {})").format(_sql(condition.inner, column, params))
     if isinstance(condition, In):
-        params.extend([condition.key, [Jsonb(v) for v in condition.values]])
-        found = sql.SQL("coalesce({} -> %s = ANY(%s::jsonb[]), false)").format(column)
-        return sql.SQL("(NOT {})").format(found) if condition.negated else found
+        if condition.negated:
+            params.extend([condition.key, [Jsonb(v) for v in condition.values]])
+            return sql.SQL("(NOT coalesce({} -> %s = ANY(%s::jsonb[]), false))").format(column)
+        params.extend([[Jsonb({condition.key: v}) for v in condition.values], condition.key])
+        params.append([Jsonb(v) for v in condition.values])
+        return sql.SQL(
+            "({c} @> ANY(%s::jsonb[]) AND coalesce({c} -> %s = ANY(%s::jsonb[]), false))"
+        ).format(c=column)
     if isinstance(condition, Compare):
         return _compare(condition, column, params)
     raise ConfigurationError(f"{condition!r} is not a filter this store can translate")
@@ -50,10 +61,12 @@ def _sql(condition: Filter, column: sql.Identifier, params: list[Any]) -> sql.Co
 
 def _compare(condition: Compare, column: sql.Identifier, params: list[Any]) -> sql.Composable:
     value = condition.value
-    if condition.op in ("eq", "ne"):
+    if condition.op == "ne":
         params.extend([condition.key, Jsonb(value)])
-        equal = sql.SQL("coalesce({} -> %s = %s, false)").format(column)
-        return equal if condition.op == "eq" else sql.SQL("(NOT {})").format(equal)
+        return sql.SQL("(NOT coalesce({} -> %s = %s, false))").format(column)
+    if condition.op == "eq":
+        params.extend([Jsonb({condition.key: value}), condition.key, Jsonb(value)])
+        return sql.SQL("({c} @> %s AND coalesce({c} -> %s = %s, false))").format(c=column)
     operator = sql.SQL(_ORDER[condition.op])
     if isinstance(value, bool):  # booleans only compare for equality
         return sql.SQL("false")

@@ -2,9 +2,12 @@
 (``pip install 'chatmemory[pgvector]'``: psycopg 3, psycopg_pool and the `pgvector` adapter).
 
 One table: the id, the vector (`vector(dimension)`, an HNSW index for cosine distance), the
-segment's text and its metadata (`jsonb`), and a generated `tsvector` of the text with a GIN
-index, so full-text and hybrid retrieval need nothing more. Metadata filters become SQL with
-bound parameters and mean what they mean on every store (see `chatmemory.rag.key`).
+segment's text and its metadata (`jsonb`, a GIN index, `jsonb_path_ops`), and a generated
+`tsvector` of the text with a GIN index, so full-text and hybrid retrieval need nothing more.
+Metadata filters become SQL with bound parameters and mean what they mean on every store (see
+`chatmemory.rag.key`); their equalities (`eq`, `in_`) are served by the metadata index, so
+`select`, `remove_all(filter)` and a filtered search find one user's rows without reading the
+table. A table made before that index gains it when a store opens it with `create=True`.
 
 Search without a filter is approximate, as HNSW is: `ef_search` (default 100) is how many
 candidates the index keeps per search; raise it for recall. Search with a filter is exact: the
@@ -211,7 +214,7 @@ class PgVectorEmbeddingStore(SingleWrites):
 
     def select(self, filter: Filter) -> dict[str, TextSegment | None]:
         """Every entry whose metadata passes `filter`: its segment, by id (an exact ``WHERE``,
-        never the approximate index)."""
+        which the metadata index serves for `eq` and `in_`)."""
         statement, params = self._sql.select_where(check_filter(filter))
         with self._errors("select embeddings"), self._pool.connection() as conn:
             rows = conn.execute(statement, params).fetchall()
@@ -323,6 +326,10 @@ class _Statements:
             sql.SQL("CREATE INDEX IF NOT EXISTS {i} ON {t} USING gin (tsv)").format(
                 i=sql.Identifier(f"{base}_tsv"), t=name
             ),
+            # serves the filters' equalities (`metadata @> ...`, see _pg_filters)
+            sql.SQL(
+                "CREATE INDEX IF NOT EXISTS {i} ON {t} USING gin (metadata jsonb_path_ops)"
+            ).format(i=sql.Identifier(f"{base}_metadata"), t=name),
         ]
         self.column_type = sql.SQL(
             "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
