@@ -1,5 +1,13 @@
 """Metadata filters as PostgreSQL conditions on a `jsonb` column, with the meaning
-`_filters` gives them in Python (every value bound as a parameter, never spliced).
+`_filters` gives them in Python (every value bound as a parameter, never spliced), and the
+JSON text metadata and filter values are written as.
+
+jsonb keeps a number as `numeric`, exactly as written, and reads it back as an int unless it
+has a decimal point; Python's JSON writes 1e16 as ``1e+16``, which came back as the int
+10000000000000000. `json_text` writes a float with a decimal point and no exponent, as the
+exact value of an integral float (1e23 as ``99999999999999991611392.0``) and as the shortest
+repr of any other. Each reads back as the same float, and comparing them as `numeric` (never
+`float8`) is comparing as Python does: ints exactly, an int with a float by value.
 
 The leaves are never NULL (`coalesce`, `CASE ... ELSE false`), so `NOT` negates exactly as the
 Python filters do: an absent key fails `eq`, passes `ne` and `not_in`.
@@ -13,6 +21,9 @@ is the equality's, the containment only lets the index narrow the rows first.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 from psycopg import sql
@@ -21,7 +32,7 @@ from psycopg.types.json import Jsonb
 from .._errors import ConfigurationError
 from ._filters import And, Compare, Filter, In, Not, Or
 
-__all__ = ["filter_sql"]
+__all__ = ["filter_sql", "json_text", "jsonb"]
 
 _ORDER = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 
@@ -47,10 +58,10 @@ def _sql(condition: Filter, column: sql.Identifier, params: list[Any]) -> sql.Co
         return sql.SQL("(NOT {})").format(_sql(condition.inner, column, params))
     if isinstance(condition, In):
         if condition.negated:
-            params.extend([condition.key, [Jsonb(v) for v in condition.values]])
+            params.extend([condition.key, [jsonb(v) for v in condition.values]])
             return sql.SQL("(NOT coalesce({} -> %s = ANY(%s::jsonb[]), false))").format(column)
-        params.extend([[Jsonb({condition.key: v}) for v in condition.values], condition.key])
-        params.append([Jsonb(v) for v in condition.values])
+        params.extend([[jsonb({condition.key: v}) for v in condition.values], condition.key])
+        params.append([jsonb(v) for v in condition.values])
         return sql.SQL(
             "({c} @> ANY(%s::jsonb[]) AND coalesce({c} -> %s = ANY(%s::jsonb[]), false))"
         ).format(c=column)
@@ -62,10 +73,10 @@ def _sql(condition: Filter, column: sql.Identifier, params: list[Any]) -> sql.Co
 def _compare(condition: Compare, column: sql.Identifier, params: list[Any]) -> sql.Composable:
     value = condition.value
     if condition.op == "ne":
-        params.extend([condition.key, Jsonb(value)])
+        params.extend([condition.key, jsonb(value)])
         return sql.SQL("(NOT coalesce({} -> %s = %s, false))").format(column)
     if condition.op == "eq":
-        params.extend([Jsonb({condition.key: value}), condition.key, Jsonb(value)])
+        params.extend([jsonb({condition.key: value}), condition.key, jsonb(value)])
         return sql.SQL("({c} @> %s AND coalesce({c} -> %s = %s, false))").format(c=column)
     operator = sql.SQL(_ORDER[condition.op])
     if isinstance(value, bool):  # booleans only compare for equality
@@ -76,8 +87,31 @@ def _compare(condition: Compare, column: sql.Identifier, params: list[Any]) -> s
             "(CASE WHEN jsonb_typeof({c} -> %s) = 'string' "
             'THEN ({c} ->> %s) COLLATE "C" {op} %s ELSE false END)'
         ).format(c=column, op=operator)
-    params.extend([condition.key, condition.key, float(value)])
+    params.extend([condition.key, condition.key, Decimal(json_text(value))])
     return sql.SQL(
         "(CASE WHEN jsonb_typeof({c} -> %s) = 'number' "
-        "THEN ({c} ->> %s)::float8 {op} %s ELSE false END)"
+        "THEN ({c} -> %s)::numeric {op} %s ELSE false END)"
     ).format(c=column, op=operator)
+
+
+def jsonb(value: Any) -> Jsonb:
+    """`value` as a jsonb parameter, written by `json_text`."""
+    return Jsonb(value, dumps=json_text)
+
+
+def json_text(value: Any) -> str:
+    """A JSON-like value (frozen or not) as JSON text whose numbers jsonb keeps exactly: see
+    the module's docstring. Its floats are finite (the stores and filters refuse the others)."""
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, int):
+        return int.__repr__(value)
+    if isinstance(value, float):
+        if value.is_integer():
+            return f"{int(value)}.0"
+        return format(Decimal(float.__repr__(value)), "f")
+    if isinstance(value, Mapping):
+        return "{" + ",".join(f"{json_text(k)}:{json_text(v)}" for k, v in value.items()) + "}"
+    return "[" + ",".join(json_text(item) for item in value) + "]"

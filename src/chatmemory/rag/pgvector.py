@@ -36,6 +36,7 @@ from ._embeddings import (
     SingleWrites,
     _Unset,
     check_filter,
+    check_metadata,
     check_text_search,
     removal,
 )
@@ -177,16 +178,18 @@ class PgVectorEmbeddingStore(SingleWrites):
         chosen = [str(uuid.uuid4()) for _ in embeddings] if ids is None else list(ids)
         if not all(isinstance(i, str) and i for i in chosen):
             raise ConfigurationError(f"ids are non-empty str, got {chosen!r}")
-        jsonb = self._psycopg.types.json.Jsonb
         given: list[TextSegment | None] = (
             list(segments) if segments is not None else [None] * len(embeddings)
         )
+        check_metadata(given)
+        from ._pg_filters import jsonb
+
         rows = [
             (
                 i,
                 self._numpy.asarray(e.vector, dtype=self._numpy.float32),
                 None if s is None else s.text,
-                jsonb(dict(s.metadata) if s is not None else {}),
+                jsonb(s.metadata if s is not None else {}),
             )
             for i, e, s in zip(chosen, embeddings, given, strict=True)
         ]
