@@ -1,6 +1,7 @@
 """Metadata filters as PostgreSQL conditions on a `jsonb` column, with the meaning
-`_filters` gives them in Python (every value bound as a parameter, never spliced), and the
-JSON text metadata and filter values are written as.
+`_filters` gives them in Python (every value bound as a parameter, never spliced); and the JSON
+that metadata and filter values are written in, so that numbers keep their type and compare
+exactly.
 
 jsonb keeps a number as `numeric`, exactly as written, and reads it back as an int unless it
 has a decimal point; Python's JSON writes 1e16 as ``1e+16``, which came back as the int
