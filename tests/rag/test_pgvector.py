@@ -6,9 +6,11 @@ from __future__ import annotations
 import math
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from chatmemory import ConfigurationError, StoreError
@@ -17,6 +19,7 @@ from chatmemory.rag import (
     EmbeddingSearchRequest,
     Filter,
     TextSegment,
+    key,
 )
 from chatmemory.rag.pgvector import PgVectorEmbeddingStore
 from tests.conftest import server_unavailable
@@ -45,6 +48,124 @@ def store(dsn: str) -> Iterator[PgVectorEmbeddingStore]:
 def vec(*values: float) -> Embedding:
     padded = list(values) + [0.0] * (DIMENSION - len(values))
     return Embedding(tuple(padded))
+
+
+@contextmanager
+def loaded(
+    dsn: str, vectors: np.ndarray, segments: Sequence[TextSegment]
+) -> Iterator[tuple[PgVectorEmbeddingStore, list[str]]]:
+    """A store holding these rows (`add_all` in batches) and their ids; its HNSW index is built
+    after the load, as a bulk import would (inserting into the index row by row takes minutes
+    here): dropped, then made again by opening the store anew. The table goes at the end."""
+    table = f"big_{uuid.uuid4().hex[:12]}"
+    dimension = int(vectors.shape[1])
+    ids: list[str] = []
+    with PgVectorEmbeddingStore(dsn, dimension=dimension, table=table) as store:
+        with store._pool.connection() as conn:
+            conn.execute(f"DROP INDEX {table}_hnsw")
+        for first in range(0, len(vectors), 10_000):
+            chunk = vectors[first : first + 10_000]
+            ids += store.add_all(
+                [Embedding(tuple(v.tolist())) for v in chunk], segments[first : first + 10_000]
+            )
+    with PgVectorEmbeddingStore(dsn, dimension=dimension, table=table) as store:
+        try:
+            with store._pool.connection() as conn:
+                conn.execute(f"ANALYZE {table}")
+            yield store, ids
+        finally:
+            with store._pool.connection() as conn:
+                conn.execute(f"DROP TABLE {table}")
+
+
+@pytest.mark.slow
+def test_a_filtered_search_over_100_000_rows_is_exact(dsn: str) -> None:
+    """5 rows pass among 100,000 (the 99,995 others nearer): all 5 come back, in order; and a
+    filter passing a tenth of the rows gives numpy's brute-force top 10, in order."""
+    rng = np.random.default_rng(11)
+    size = 100_000
+    near = np.column_stack([np.ones(size - 5), rng.uniform(0, 0.5, size=(size - 5, 3))])
+    far = np.array([[1.0, 1 + 0.5 * i, 0.2, 0.0] for i in range(5)])
+    vectors = np.vstack([near, far]).astype(np.float32)
+    segments = [TextSegment(f"bob {n}", {"user": "bob", "tenth": n % 10}) for n in range(size - 5)]
+    segments += [TextSegment(f"ann {i}", {"user": "ann", "tenth": 10}) for i in range(5)]
+    with loaded(dsn, vectors, segments) as (store, ids):
+        query = Embedding((1.0, 0.0, 0.0, 0.0))
+        for top in (5, 10):
+            request = EmbeddingSearchRequest(
+                query_embedding=query, max_results=top, filter=key("user").eq("ann")
+            )
+            assert [m.embedding_id for m in store.search(request).matches] == ids[-5:]
+        unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        passing = np.arange(size) % 10 == 3
+        passing[-5:] = False
+        for probe in rng.normal(size=(3, 4)):
+            scores = np.where(passing, unit @ (probe / np.linalg.norm(probe)), -np.inf)
+            best = np.argsort(-scores, kind="stable")[:10]
+            request = EmbeddingSearchRequest(
+                query_embedding=Embedding(tuple(probe.tolist())),
+                max_results=10,
+                filter=key("tenth").eq(3),
+            )
+            assert [m.embedding_id for m in store.search(request).matches] == [ids[n] for n in best]
+
+
+def explain(store: PgVectorEmbeddingStore, statement: object, params: list[object]) -> str:
+    """PostgreSQL's plan for one of the store's statements, as text."""
+    from psycopg import sql
+
+    with store._pool.connection() as conn:
+        rows = conn.execute(sql.SQL("EXPLAIN ") + statement, params).fetchall()  # type: ignore[operator]
+    return "\n".join(row[0] for row in rows)
+
+
+def test_finding_by_metadata_uses_the_metadata_index(dsn: str) -> None:
+    """On 20,000 rows, `select`, `remove_all` and a filtered search by a user's id read the GIN
+    index on the metadata (a Bitmap Index Scan), not the whole table; `in_` too. Unfiltered
+    search reads the HNSW index."""
+    size = 20_000
+    vectors = np.random.default_rng(5).normal(size=(size, 4)).astype(np.float32)
+    users = ["ann" if n % 4_000 == 0 else f"user {n % 997}" for n in range(size)]
+    segments = [TextSegment(f"row {n}", {"user_id": u, "n": n}) for n, u in enumerate(users)]
+    with loaded(dsn, vectors, segments) as (store, ids):
+        ann = key("user_id").eq("ann")
+        query = np.asarray([1, 0, 0, 0], dtype=np.float32)
+        index = f"Bitmap Index Scan on {store.table}_metadata"
+        for statement, params in (
+            store._sql.select_where(ann),
+            store._sql.delete_where(ann),
+            store._sql.nearest(query, ann, 10),
+            store._sql.nearest(query, ann & key("n").lt(10_000), 10),
+            store._sql.select_where(key("user_id").in_(["ann", "user 3"])),
+        ):
+            assert index in explain(store, statement, params)
+        unfiltered = explain(store, *store._sql.nearest(query, None, 10))
+        assert f"Index Scan using {store.table}_hnsw" in unfiltered
+        expected = {ids[n] for n in range(0, size, 4_000)}
+        assert set(store.select(ann)) == expected
+        request = EmbeddingSearchRequest(query_embedding=Embedding((1, 0, 0, 0)), filter=ann)
+        assert {m.embedding_id for m in store.search(request).matches} <= expected
+        store.remove_all(ann)
+        assert store.count() == size - 5
+
+
+def test_a_table_made_before_the_metadata_index_gains_it(dsn: str) -> None:
+    table = f"old_{uuid.uuid4().hex[:12]}"
+    with (
+        PgVectorEmbeddingStore(dsn, dimension=2, table=table) as store,
+        store._pool.connection() as conn,
+    ):
+        conn.execute(f"DROP INDEX {table}_metadata")
+    with (
+        PgVectorEmbeddingStore(dsn, dimension=2, table=table) as store,
+        store._pool.connection() as conn,
+    ):
+        found = conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = %s", [f"{table}_metadata"]
+        ).fetchone()
+        conn.execute(f"DROP TABLE {table}")
+    assert found is not None
+    assert "USING gin (metadata jsonb_path_ops)" in found[0]
 
 
 def test_dimensions_and_settings_are_checked(dsn: str, store: PgVectorEmbeddingStore) -> None:

@@ -3,11 +3,13 @@ scores, ids, removals and filters give the same answers everywhere."""
 
 from __future__ import annotations
 
+import math
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from chatmemory import ConfigurationError
@@ -170,18 +172,23 @@ FILTERS: list[Filter] = [
 
 @pytest.mark.parametrize("condition", FILTERS, ids=repr)
 def test_filters_have_one_meaning_on_every_store(store: Any, condition: Filter) -> None:
+    check_one_meaning(store, METADATA, condition)
+
+
+def check_one_meaning(store: Any, metadata: list[dict[str, Any]], condition: Filter) -> None:
+    """Search, select, full text and removal pass the rows `condition.test` passes, no other."""
     ids = store.add_all(
-        [vec(1, i) for i in range(len(METADATA))],
-        [TextSegment(f"segment {i}", m) for i, m in enumerate(METADATA)],
+        [vec(1, i) for i in range(len(metadata))],
+        [TextSegment(f"segment {i}", m) for i, m in enumerate(metadata)],
     )
     store.add(vec(1))  # no segment: no filter passes it
-    expected = {i for i, m in zip(ids, METADATA, strict=True) if condition.test(m)}
+    expected = {i for i, m in zip(ids, metadata, strict=True) if condition.test(m)}
     request = EmbeddingSearchRequest(query_embedding=vec(1), max_results=50, filter=condition)
     assert {m.embedding_id for m in store.search(request).matches} == expected
     selected = store.select(condition)
     assert set(selected) == expected
     assert all(
-        selected[i] == TextSegment(f"segment {ids.index(i)}", METADATA[ids.index(i)])
+        selected[i] == TextSegment(f"segment {ids.index(i)}", metadata[ids.index(i)])
         for i in expected
     )
     words = store.search_text("segment", max_results=50, filter=condition)
@@ -191,6 +198,164 @@ def test_filters_have_one_meaning_on_every_store(store: Any, condition: Filter) 
     assert {m.embedding_id for m in left} == set(ids) - expected | {
         m.embedding_id for m in left if m.embedded is None
     }
+
+
+NUMBERS: list[dict[str, Any]] = [
+    {"n": v}
+    for v in (
+        2**53, 2**53 + 1, 2**53 + 2, float(2**53), 1e16, 10**16 + 1, 2**70, 0.1, 1 / 3,
+        1e23, 10**23, -0.0, -(2**63) - 1,
+    )
+]  # fmt: skip
+
+NUMBER_FILTERS: list[Filter] = [
+    key("n").eq(2**53 + 1),
+    key("n").ne(2**53 + 1),
+    key("n").gt(2**53),
+    key("n").gte(2**53 + 1),
+    key("n").lt(2**53 + 1),
+    key("n").lte(2**53),
+    key("n").eq(9007199254740992.0),
+    key("n").gt(1e16),
+    key("n").lt(10**16 + 1),
+    key("n").eq(10**16),
+    key("n").eq(0.1),
+    key("n").gt(0.1),
+    key("n").gte(0.1),
+    key("n").lte(1 / 3),
+    key("n").gt(10**23 - 1),
+    key("n").eq(10**23),
+    key("n").lt(1e23),
+    key("n").lt(-(2**63)),
+    key("n").in_([2**53 + 1, 1e16]),
+    key("n").not_in([2**53, 0]),
+    key("n").eq(0),
+]
+
+
+@pytest.mark.parametrize("condition", NUMBER_FILTERS, ids=repr)
+def test_filters_compare_numbers_exactly(store: Any, condition: Filter) -> None:
+    """Numbers compare as Python compares them, exactly: ints beyond 2**53 are not rounded to
+    a double, and an int and a float compare by value (1e23 is 99999999999999991611392)."""
+    check_one_meaning(store, NUMBERS, condition)
+
+
+ODD_METADATA: dict[str, Any] = {
+    "big": 2**70,
+    "edge": 2**53 + 1,
+    "negative": -(2**63) - 5,
+    "f16": 1e16,
+    "f23": 1e23,
+    "largest": 1.7976931348623157e308,
+    "smallest": 5e-324,
+    "small": 1.5e-7,
+    "third": 1 / 3,
+    "whole": 2.0,
+    "zero": -0.0,
+    "nested": {"list": [1, 2.5, 1e16, {"deep": 2**64}], "flag": True, "none": None},
+    "ключ ✓": "värde 🎉",
+    "": "an empty key",
+}
+
+
+def same(given: Any, found: Any) -> bool:
+    """Equal and of the same types all the way down: 1e16 is not 10**16 here."""
+    if isinstance(given, Mapping):
+        return (
+            isinstance(found, Mapping)
+            and set(given) == set(found)
+            and all(same(given[k], found[k]) for k in given)
+        )
+    if isinstance(given, (list, tuple)):
+        return (
+            isinstance(found, (list, tuple))
+            and len(given) == len(found)
+            and all(same(g, f) for g, f in zip(given, found, strict=True))
+        )
+    return type(given) is type(found) and given == found
+
+
+def test_metadata_comes_back_as_it_went_in(store: Any) -> None:
+    """What goes in comes back equal, each value of its own type: big ints, floats beyond 1e16
+    (not ints), the extremes of float, nested values, any str keys. (-0.0 comes back equal,
+    but as 0.0 on pgvector: PostgreSQL's numbers have no negative zero.)"""
+    store.add(vec(1), TextSegment("odd", ODD_METADATA), id="odd")
+    request = EmbeddingSearchRequest(query_embedding=vec(1))
+    filtered = EmbeddingSearchRequest(query_embedding=vec(1), filter=key("big").eq(2**70))
+    found = [
+        store.select(key("edge").eq(2**53 + 1))["odd"],
+        store.search(request).matches[0].embedded,
+        store.search(filtered).matches[0].embedded,
+        store.search_text("odd")[0].embedded,
+    ]
+    for segment in found:
+        assert segment == TextSegment("odd", ODD_METADATA)
+        assert same(ODD_METADATA, segment.metadata), segment.metadata
+
+
+@pytest.mark.parametrize("odd", [math.nan, math.inf, -math.inf], ids=repr)
+def test_nan_and_infinity_are_refused_alike(store: Any, odd: float) -> None:
+    """No store keeps NaN or an infinity in metadata: JSON (the pgvector column, LangChain4j's
+    file) has no form for them, and NaN never equals itself, so it could not come back equal
+    nor be found by a filter. Nothing of the call is stored."""
+    for metadata in ({"n": odd}, {"n": [1.0, {"deep": odd}]}):
+        with pytest.raises(ConfigurationError, match="finite"):
+            store.add_all([vec(1), vec(0, 1)], [TextSegment("fine"), TextSegment("odd", metadata)])
+    assert store.count() == 0
+
+
+@pytest.mark.parametrize("odd", [math.nan, math.inf, -math.inf], ids=repr)
+def test_filters_refuse_nan_and_infinity(odd: float) -> None:
+    for make in (key("n").eq, key("n").gte, lambda v: key("n").in_([1, v])):
+        with pytest.raises(ConfigurationError, match="finite"):
+            make(odd)
+
+
+def test_a_filtered_search_finds_the_rows_that_pass_behind_nearer_ones(store: Any) -> None:
+    """5 rows pass the filter and 395 nearer ones do not: the search returns the 5, best first
+    (pgvector's HNSW index kept its nearest candidates and filtered them afterwards: none)."""
+    near = [vec(1, 0.001 * i) for i in range(395)]
+    far = [vec(1, 1 + 0.5 * i) for i in range(5)]  # scores 0.85, 0.78, 0.72, 0.69, 0.66
+    ids = store.add_all(
+        near + far,
+        [TextSegment(f"near {i}", {"user": "bob"}) for i in range(395)]
+        + [TextSegment(f"far {i}", {"user": "ann"}) for i in range(5)],
+    )
+    ann = key("user").eq("ann")
+    for top in (5, 10):
+        request = EmbeddingSearchRequest(query_embedding=vec(1), max_results=top, filter=ann)
+        assert [m.embedding_id for m in store.search(request).matches] == ids[395:]
+    # min_score drops the rows below it, never the ones above it that pass the filter
+    request = EmbeddingSearchRequest(
+        query_embedding=vec(1), max_results=5, min_score=0.7, filter=ann
+    )
+    assert [m.embedding_id for m in store.search(request).matches] == ids[395:398]
+    unfiltered = EmbeddingSearchRequest(query_embedding=vec(1), max_results=3, min_score=0.99)
+    assert [m.embedding_id for m in store.search(unfiltered).matches] == ids[:3]
+
+
+def test_a_filtered_search_is_the_exact_top_of_the_rows_that_pass(store: Any) -> None:
+    """Under a filter passing a tenth of the rows, the matches are numpy's brute-force top 10
+    of those rows, in order."""
+    rng = np.random.default_rng(7)
+    points = rng.normal(size=(1_000, DIMENSION))
+    ids = store.add_all(
+        [Embedding(tuple(p.tolist())) for p in points],
+        [TextSegment(f"p{n}", {"tenth": n % 10}) for n in range(len(points))],
+    )
+    unit = points / np.linalg.norm(points, axis=1, keepdims=True)
+    passing = np.arange(len(points)) % 10 == 3
+    for query in rng.normal(size=(5, DIMENSION)):
+        scores = np.where(passing, unit @ (query / np.linalg.norm(query)), -np.inf)
+        best = np.argsort(-scores, kind="stable")[:10]
+        request = EmbeddingSearchRequest(
+            query_embedding=Embedding(tuple(query.tolist())),
+            max_results=10,
+            filter=key("tenth").eq(3),
+        )
+        found = store.search(request).matches
+        assert [m.embedding_id for m in found] == [ids[n] for n in best]
+        assert [m.score for m in found] == pytest.approx((scores[best] + 1) / 2, abs=1e-6)
 
 
 def test_one_user_never_sees_another_users_segments(store: Any) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
 from .._errors import ConfigurationError
 from ._filters import Filter
@@ -221,6 +221,33 @@ def check_filter(filter: object) -> Filter:
             f"select() takes a Filter (key('user_id').eq('ann'), ...), got {filter!r}"
         )
     return filter
+
+
+def check_metadata(segments: Iterable[TextSegment | None]) -> None:
+    """Refuses, alike on every store, metadata holding NaN or an infinity (nested too): JSON
+    (pgvector's jsonb column, LangChain4j's file) has no form for them, and NaN never equals
+    itself, so it could neither come back equal nor be found by a filter."""
+    for metadata in (s.metadata for s in segments if s is not None):
+        odd = _not_finite(metadata)
+        if odd is not None:
+            raise ConfigurationError(
+                f"metadata numbers must be finite, got {odd!r} in {metadata!r}: no "
+                f"store keeps NaN or an infinity (JSON has no form for them); store None or a "
+                f"str instead"
+            )
+
+
+def _not_finite(value: Any) -> float | None:
+    """The first NaN or infinity in a (frozen) metadata value, or None."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else value
+    if isinstance(value, Mapping):
+        items: Iterable[Any] = value.values()
+    elif isinstance(value, tuple):  # a frozen list
+        items = value
+    else:
+        return None
+    return next((odd for odd in map(_not_finite, items) if odd is not None), None)
 
 
 def check_id(id: object, doing: str) -> str:

@@ -11,11 +11,14 @@ The meaning, which every store implements (in Python, or translated to SQL):
   (``bool`` is not a number here), strings with strings, booleans with booleans by equality;
   anything else is False (no error);
 * `ne` and `not_in` are the negations of `eq` and `in_`: True when the key is absent;
-* `in_` / `not_in` take a non-empty collection of values of one of those kinds.
+* `in_` / `not_in` take a non-empty collection of values of one of those kinds;
+* numbers compare exactly, as Python compares them (an int beyond 2**53 is not rounded to a
+  float), and are finite: no store keeps NaN or an infinity, so no filter compares with them.
 """
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -50,6 +53,11 @@ def _check_scalar(value: object, where: str) -> Scalar:
     if _kind(value) is None:
         raise ConfigurationError(
             f"{where} compares with str, int, float or bool values, got {value!r}"
+        )
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigurationError(
+            f"{where} compares with finite numbers, got {value!r}: no store keeps NaN or an "
+            f"infinity in metadata"
         )
     return value  # type: ignore[return-value]
 

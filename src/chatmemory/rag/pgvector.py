@@ -2,14 +2,20 @@
 (``pip install 'chatmemory[pgvector]'``: psycopg 3, psycopg_pool and the `pgvector` adapter).
 
 One table: the id, the vector (`vector(dimension)`, an HNSW index for cosine distance), the
-segment's text and its metadata (`jsonb`), and a generated `tsvector` of the text with a GIN
-index, so full-text and hybrid retrieval need nothing more. Metadata filters become SQL with
-bound parameters and mean what they mean on every store (see `chatmemory.rag.key`).
+segment's text and its metadata (`jsonb`, a GIN index, `jsonb_path_ops`), and a generated
+`tsvector` of the text with a GIN index, so full-text and hybrid retrieval need nothing more.
+Metadata filters become SQL with bound parameters and mean what they mean on every store (see
+`chatmemory.rag.key`); their equalities (`eq`, `in_`) are served by the metadata index, so
+`select`, `remove_all(filter)` and a filtered search find one user's rows without reading the
+table. A table made before that index gains it when a store opens it with `create=True`.
 
-Search is approximate, as HNSW is: `ef_search` (default 100) is how many candidates the index
-keeps per search; a filter is applied to those candidates, so a very selective filter can
-return fewer than `max_results` matches. Raise `ef_search` for recall; the relevance score is
-LangChain4j's, ``(cosine + 1) / 2``.
+Search without a filter is approximate, as HNSW is: `ef_search` (default 100) is how many
+candidates the index keeps per search; raise it for recall. Search with a filter is exact: the
+distance of every row that passes is computed and the nearest are kept (the index would filter
+its nearest candidates afterwards and lose the rows that pass behind nearer ones), so its cost
+grows with the rows that pass: a filter on one user's rows is cheap, one that passes most of
+a large table costs a scan of it. `min_score` only drops the tail of the nearest rows. The
+relevance score is LangChain4j's, ``(cosine + 1) / 2``.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from ._embeddings import (
     SingleWrites,
     _Unset,
     check_filter,
+    check_metadata,
     check_text_search,
     removal,
 )
@@ -171,16 +178,18 @@ class PgVectorEmbeddingStore(SingleWrites):
         chosen = [str(uuid.uuid4()) for _ in embeddings] if ids is None else list(ids)
         if not all(isinstance(i, str) and i for i in chosen):
             raise ConfigurationError(f"ids are non-empty str, got {chosen!r}")
-        jsonb = self._psycopg.types.json.Jsonb
         given: list[TextSegment | None] = (
             list(segments) if segments is not None else [None] * len(embeddings)
         )
+        check_metadata(given)
+        from ._pg_filters import jsonb
+
         rows = [
             (
                 i,
                 self._numpy.asarray(e.vector, dtype=self._numpy.float32),
                 None if s is None else s.text,
-                jsonb(dict(s.metadata) if s is not None else {}),
+                jsonb(s.metadata if s is not None else {}),
             )
             for i, e, s in zip(chosen, embeddings, given, strict=True)
         ]
@@ -208,7 +217,7 @@ class PgVectorEmbeddingStore(SingleWrites):
 
     def select(self, filter: Filter) -> dict[str, TextSegment | None]:
         """Every entry whose metadata passes `filter`: its segment, by id (an exact ``WHERE``,
-        never the approximate index)."""
+        which the metadata index serves for `eq` and `in_`)."""
         statement, params = self._sql.select_where(check_filter(filter))
         with self._errors("select embeddings"), self._pool.connection() as conn:
             rows = conn.execute(statement, params).fetchall()
@@ -217,16 +226,18 @@ class PgVectorEmbeddingStore(SingleWrites):
     # -- reading -----------------------------------------------------------------------------
 
     def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult:
-        """The nearest embeddings by cosine, best first, at or above `min_score`."""
+        """The nearest embeddings by cosine, best first, at or above `min_score`: approximate
+        (the HNSW index) without a filter, exact with one."""
         if not isinstance(request, EmbeddingSearchRequest):
             raise ConfigurationError(f"search() takes an EmbeddingSearchRequest, got {request!r}")
         self._check_embedding(request.query_embedding)
         query = self._numpy.asarray(request.query_embedding.vector, dtype=self._numpy.float32)
-        statement, params = self._sql.nearest(request.filter)
+        statement, params = self._sql.nearest(query, request.filter, request.max_results)
         with self._errors("search"), self._pool.connection() as conn:
-            rows = conn.execute(statement, [query, *params, query, request.max_results]).fetchall()
-        # ordered by distance alone, so the HNSW index serves the query; ties by id here
+            rows = conn.execute(statement, params).fetchall()
+        # the HNSW index orders by distance alone; ties by id here
         rows.sort(key=lambda row: (row[4], row[0]))
+        # `min_score` is applied to the nearest rows, never before: it cuts only the tail
         matches = [
             self._match(row, score=1 - float(row[4]) / 2)
             for row in rows
@@ -318,6 +329,10 @@ class _Statements:
             sql.SQL("CREATE INDEX IF NOT EXISTS {i} ON {t} USING gin (tsv)").format(
                 i=sql.Identifier(f"{base}_tsv"), t=name
             ),
+            # serves the filters' equalities (`metadata @> ...`, see _pg_filters)
+            sql.SQL(
+                "CREATE INDEX IF NOT EXISTS {i} ON {t} USING gin (metadata jsonb_path_ops)"
+            ).format(i=sql.Identifier(f"{base}_metadata"), t=name),
         ]
         self.column_type = sql.SQL(
             "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
@@ -331,6 +346,21 @@ class _Statements:
         self.delete_ids = sql.SQL("DELETE FROM {t} WHERE id = ANY(%s)").format(t=name)
         self.count = sql.SQL("SELECT count(*) FROM {t}").format(t=name)
         self.config = config
+        # Ordered by the distance alone, which the HNSW index serves: approximate.
+        self.approximate = sql.SQL(
+            "SELECT id, embedding, text, metadata, embedding <=> %s AS distance FROM {t} "
+            "ORDER BY embedding <=> %s LIMIT %s"
+        ).format(t=name)
+        # Every row that passes the filter, with its distance, then the nearest: exact. The
+        # index would keep its nearest candidates and filter them afterwards, losing the rows
+        # that pass behind nearer ones; OFFSET 0 keeps the planner from merging the subquery
+        # into the outer query, whose ORDER BY the index could then serve. The filter itself
+        # may use the metadata index.
+        self.exact = sql.SQL(
+            "SELECT * FROM (SELECT id, embedding, text, metadata, embedding <=> %s AS distance "
+            "FROM {t} WHERE {w} OFFSET 0) AS passing "
+            'ORDER BY distance, id COLLATE "C" LIMIT %s'
+        )
 
     def delete_where(self, condition: Filter | None) -> tuple[Any, list[Any]]:
         where, params = _filter(condition)
@@ -341,13 +371,12 @@ class _Statements:
         statement = self.sql.SQL("SELECT id, text, metadata FROM {t} WHERE {w}")
         return statement.format(t=self.name, w=where), params
 
-    def nearest(self, condition: Filter | None) -> tuple[Any, list[Any]]:
+    def nearest(self, query: Any, condition: Filter | None, top: int) -> tuple[Any, list[Any]]:
+        """The `top` rows nearest `query` that pass `condition`, and the parameters."""
+        if condition is None:
+            return self.approximate, [query, query, top]
         where, params = _filter(condition)
-        statement = self.sql.SQL(
-            "SELECT id, embedding, text, metadata, embedding <=> %s AS distance FROM {t} "
-            "WHERE {w} ORDER BY embedding <=> %s LIMIT %s"
-        ).format(t=self.name, w=where)
-        return statement, params
+        return self.exact.format(t=self.name, w=where), [query, *params, top]
 
     def full_text(self, condition: Filter | None) -> tuple[Any, list[Any]]:
         where, params = _filter(condition)
