@@ -378,3 +378,55 @@ def test_record_stores_check_their_settings_and_report_failures(
     monkeypatch.setitem(sys.modules, "psycopg_pool", None)
     with pytest.raises(ImportError, match=r"pip install 'chatmemory\[postgres\]'"):
         PostgresRecordStore(POSTGRES_DSN)
+
+
+# -- the guard: updates that would wipe or shadow what is stored ----------------------------------
+
+NAMED = "# User\n## Name\n- First:\n- Last:\n## Location\n"
+
+
+def test_a_placeholder_with_other_whitespace_is_still_the_placeholder() -> None:
+    memory: WorkingMemory[BaseModel] = WorkingMemory(InMemoryRecordStore(), template=NAMED)
+    memory.update_section("u", "Name", "- First: Alice\n- Last:")
+    for blank in ("-  First:\n-  Last:", "- First:  \n\n- Last:\t", "  -\tFirst:\n- Last:  "):
+        with pytest.raises(ToolArgumentsError, match="the template's placeholder for 'Name'"):
+            memory.update_section("u", "Name", blank)
+    assert memory.get("u") == "# User\n## Name\n- First: Alice\n- Last:\n\n## Location\n"
+
+
+def test_template_headings_sent_as_section_content_are_refused() -> None:
+    memory: WorkingMemory[BaseModel] = WorkingMemory(InMemoryRecordStore())
+    with pytest.raises(ToolArgumentsError) as refused:
+        memory.update_section("u", "Name", DEFAULT_TEMPLATE)
+    assert str(refused.value) == (
+        "the content of section 'Name' holds headings (# User Information, ## Name, "
+        "## Location, ## Occupation, ## Interests, ## Goals, ## Facts); send the text of "
+        "'Name' alone, without headings, and change any other section with its own call of "
+        "update_working_memory"
+    )
+    assert memory.get("u") is None
+
+
+def test_a_heading_inside_section_content_does_not_shadow_the_stored_section() -> None:
+    memory: WorkingMemory[BaseModel] = WorkingMemory(InMemoryRecordStore())
+    memory.update_section("u", "Location", "Paris")
+    with pytest.raises(ToolArgumentsError, match=r"holds headings \(## Location\)"):
+        memory.update_section("u", "Name", "Alice\n## Location\nLyon")
+    text = memory.get("u")
+    assert isinstance(text, str)
+    assert text.count("## Location") == 1
+    assert "## Location\nParis\n" in text
+    assert "Alice" not in text
+
+
+def test_a_section_named_with_its_hashes_is_that_section() -> None:
+    memory: WorkingMemory[BaseModel] = WorkingMemory(InMemoryRecordStore())
+    memory.update_section("u", "## Goals", "- run")
+    text = memory.get("u")
+    assert isinstance(text, str)
+    assert text.count("Goals") == 1
+    assert "## Goals\n- run\n" in text
+    with pytest.raises(ToolArgumentsError, match="`section` must name a section"):
+        memory.update_section("u", "##", "x")
+    with pytest.raises(ToolArgumentsError, match="one heading, on one line"):
+        memory.update_section("u", "Goals\nFacts", "x")

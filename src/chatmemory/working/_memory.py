@@ -21,7 +21,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from .._errors import ConcurrentUpdateError, ConfigurationError
 from ..models import ToolSpecification
 from ..tools import ReturnBehavior, ToolArgumentsError, ToolContext, ToolOutput
-from ._patch import merge_patch, replace_section, sections
+from ._patch import headings, merge_patch, normalised, replace_section, section_title, sections
 from ._records import RecordStore, check_key
 
 __all__ = ["DEFAULT_TEMPLATE", "WorkingMemory"]
@@ -126,26 +126,42 @@ class WorkingMemory(Generic[T]):
     # -- changes -------------------------------------------------------------------------------
 
     def update_section(self, key: str, section: str, content: str) -> str:
-        """Replace one section of a Markdown record (added when missing); the new text."""
+        """Replace one section of a Markdown record (added when missing); the new text.
+
+        Refused, storing nothing: a `section` that is not one heading's title (``"## Goals"``
+        names Goals), `content` holding headings (it would shadow the stored sections of those
+        names, or duplicate every section when it is the template), and `content` that is the
+        template's placeholder for the section however its whitespace or case differ (it would
+        wipe what was learned).
+        """
         if self.template is None:
             raise ConfigurationError(f"{self!r} keeps JSON: change it with patch(key, {{...}})")
-        if not isinstance(section, str) or not section.strip():
-            raise ToolArgumentsError(
-                "`section` must name a section, e.g. Goals", tool=self.tool_name, arguments=""
+        title = section_title(section) if isinstance(section, str) else ""
+        if not title:
+            raise self._refused("`section` must name a section, e.g. Goals")
+        if "\n" in title:
+            raise self._refused(
+                f"`section` is one heading, on one line, e.g. Goals; got {section!r}"
             )
         if not isinstance(content, str):
-            raise ToolArgumentsError(
-                "`content` must be the section's text", tool=self.tool_name, arguments=""
+            raise self._refused("`content` must be the section's text")
+        found = headings(content)
+        if found:
+            raise self._refused(
+                f"the content of section {title!r} holds headings ({', '.join(found)}); send "
+                f"the text of {title!r} alone, without headings, and change any other section "
+                f"with its own call of {self.tool_name}"
             )
-        placeholder = sections(self.template).get(section.strip().lower())
-        if placeholder and content.strip() == placeholder:
-            raise ToolArgumentsError(
-                f"that is the template's placeholder for {section!r}, not something learned; "
-                f"write what you know, or leave the section alone",
-                tool=self.tool_name,
-                arguments="",
+        placeholder = sections(self.template).get(title.lower())
+        if placeholder and normalised(content) == normalised(placeholder):
+            raise self._refused(
+                f"that is the template's placeholder for {title!r}, not something learned; "
+                f"write what you know, or leave the section alone"
             )
-        return self._change(key, lambda current: replace_section(current, section, content))
+        return self._change(key, lambda current: replace_section(current, title, content))
+
+    def _refused(self, reason: str, arguments: str = "") -> ToolArgumentsError:
+        return ToolArgumentsError(reason, tool=self.tool_name, arguments=arguments)
 
     def patch(self, key: str, patch: Mapping[str, Any]) -> T:
         """Apply a JSON merge-patch to a structured record; the validated result."""
