@@ -28,7 +28,7 @@ from chatmemory import (
     system_message,
 )
 from chatmemory.testing import ScriptedChatModel
-from chatmemory.tools import ToolArgumentsError
+from chatmemory.tools import ToolArgumentsError, ToolContext
 from chatmemory.working import (
     DEFAULT_TEMPLATE,
     InMemoryRecordStore,
@@ -234,12 +234,14 @@ def test_structured_memory_patches_validates_and_refuses() -> None:
 def test_settings_are_checked() -> None:
     with pytest.raises(ConfigurationError, match="a Markdown template or a schema, not both"):
         WorkingMemory(InMemoryRecordStore(), template="# x", schema=Profile)
-    with pytest.raises(ConfigurationError, match="a pydantic model class"):
-        WorkingMemory(InMemoryRecordStore(), schema=dict)  # type: ignore[type-var]
+    with pytest.raises(
+        ConfigurationError, match=r"a pydantic model class or a JSON Schema \(a dict\)"
+    ):
+        WorkingMemory(InMemoryRecordStore(), schema=dict)
     with pytest.raises(ConfigurationError, match="non-empty Markdown"):
         WorkingMemory(InMemoryRecordStore(), template="  ")
     with pytest.raises(ConfigurationError, match="not a working-memory record store"):
-        WorkingMemory(object())  # type: ignore[arg-type]
+        WorkingMemory(object())  # type: ignore[call-overload]
     with pytest.raises(ConfigurationError, match="`working_memory` must be a WorkingMemory"):
         ai_service(Assistant, chat_model=ScriptedChatModel([]), working_memory=object())  # type: ignore[arg-type]
 
@@ -430,3 +432,90 @@ def test_a_section_named_with_its_hashes_is_that_section() -> None:
         memory.update_section("u", "##", "x")
     with pytest.raises(ToolArgumentsError, match="one heading, on one line"):
         memory.update_section("u", "Goals\nFacts", "x")
+
+
+# -- what the model sends, and what a record may be ----------------------------------------------
+
+
+def test_a_patch_sent_without_its_wrapper_is_the_patch() -> None:
+    memory = WorkingMemory(InMemoryRecordStore(), schema=Profile)
+    tool = memory.tool()
+    assert tool.specification.parameters["required"] == ("patch",)
+    assert tool.execute('{"name": "Alice", "likes": ["tea"]}', ToolContext("u")).value == Profile(
+        name="Alice", likes=["tea"]
+    )
+    tool.execute('{"patch": {"city": "Oslo"}}', ToolContext("u"))
+    assert memory.get("u") == Profile(name="Alice", city="Oslo", likes=["tea"])
+    with pytest.raises(ToolArgumentsError) as refused:
+        tool.execute('{"memory": "Alice lives in Oslo"}', ToolContext("u"))
+    assert str(refused.value) == (
+        "the record has no field 'memory'; send a JSON merge patch of its fields (name, city, "
+        'likes, visits), e.g. {"patch": {"name": ...}}; nothing was stored'
+    )
+    assert memory.get("u") == Profile(name="Alice", city="Oslo", likes=["tea"])
+
+
+class Notes(BaseModel):
+    patch: str | None = None
+    topic: str | None = None
+
+
+def test_a_record_with_a_field_named_like_the_wrapper_reads_both_forms() -> None:
+    memory = WorkingMemory(InMemoryRecordStore(), schema=Notes)
+    memory.tool().execute('{"patch": "v2"}', ToolContext("u"))  # not an object: the field
+    memory.tool().execute('{"patch": {"topic": "tea"}}', ToolContext("u"))  # the wrapper
+    assert memory.get("u") == Notes(patch="v2", topic="tea")
+
+
+PROFILE_SCHEMA = {
+    "title": "Profile",
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "city": {"type": "string"},
+        "visits": {"type": "integer", "minimum": 0},
+    },
+    "additionalProperties": False,
+}
+
+
+def test_a_json_schema_dict_is_a_record_schema() -> None:
+    memory = WorkingMemory(InMemoryRecordStore(), schema=PROFILE_SCHEMA)
+    assert repr(memory).endswith(", schema=Profile)")
+    assert memory.text("u") == "{}"
+    assert memory.patch("u", {"name": "Uma", "visits": 1}) == {"name": "Uma", "visits": 1}
+    assert memory.patch("u", {"visits": None, "city": "Oslo"}) == {"name": "Uma", "city": "Oslo"}
+    with pytest.raises(
+        ToolArgumentsError,
+        match=r"does not fit its schema: visits: -1 is less than the minimum of 0; nothing was",
+    ):
+        memory.patch("u", {"visits": -1})
+    with pytest.raises(ToolArgumentsError, match=r"the record: Additional properties"):
+        memory.patch("u", {"mood": "calm"})
+    assert memory.get("u") == {"name": "Uma", "city": "Oslo"}
+    memory.set("v", {"name": "Vi"})
+    memory.set("w", '{"city": "Rome"}')
+    assert (memory.get("v"), memory.get("w"), memory.get("x")) == (
+        {"name": "Vi"},
+        {"city": "Rome"},
+        None,
+    )
+    with pytest.raises(ConfigurationError, match="does not fit Profile: visits: 'x' is not"):
+        memory.set("v", {"visits": "x"})
+    assert (
+        '"minimum": 0'
+        in memory.tool().specification.parameters["properties"]["patch"]["description"]
+    )
+    result = memory.tool().execute('{"name": "Wu"}', ToolContext("w"))
+    assert result.value == {"name": "Wu", "city": "Rome"}
+    assert "## " not in memory.instructions("w")
+
+
+def test_a_json_schema_is_checked_when_the_memory_is_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ConfigurationError, match=r"is not a valid JSON Schema: 12 is not valid"):
+        WorkingMemory(InMemoryRecordStore(), schema={"type": 12})
+    with pytest.raises(ConfigurationError, match="describes a JSON object"):
+        WorkingMemory(InMemoryRecordStore(), schema={"type": "string"})
+    monkeypatch.setitem(sys.modules, "jsonschema", None)
+    with pytest.raises(ImportError, match=r"pip install 'chatmemory\[jsonschema\]'"):
+        WorkingMemory(InMemoryRecordStore(), schema=PROFILE_SCHEMA)

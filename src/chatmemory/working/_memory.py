@@ -2,11 +2,13 @@
 system message, changed only by patches through a built-in tool.
 
 Markdown records change one section at a time (`update_section`); structured records (a
-pydantic model) by JSON merge-patch (`patch`). Either way what the model did not mention stays:
-Mastra's full replace, which lost fields, is not offered. Each change is a compare-and-set on
+pydantic model, or a JSON object a JSON Schema describes) by JSON merge-patch (`patch`). Either
+way what the model did not mention stays: Mastra's full replace, which lost fields, is not
+offered. Each change is a compare-and-set on
 the store, retried on a fresh read when another writer got there first, so concurrent updates
-for one key all land. An update that only restores the template, or does not validate, is
-refused with a sentence the model reads as the tool's error result; nothing is stored.
+for one key all land. An update that would lose or shadow what is stored (the template's
+placeholder, headings inside a section, a field the record does not have) or does not validate
+is refused with a sentence the model reads as the tool's error result; nothing is stored.
 """
 
 from __future__ import annotations
@@ -14,19 +16,21 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, TypeVar, cast
-
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from typing import Any, Generic, TypeVar, cast, overload
 
 from .._errors import ConcurrentUpdateError, ConfigurationError
 from ..models import ToolSpecification
 from ..tools import ReturnBehavior, ToolArgumentsError, ToolContext, ToolOutput
 from ._patch import headings, merge_patch, normalised, replace_section, section_title, sections
 from ._records import RecordStore, check_key
+from ._schema import Invalid, RecordSchema, record_schema
 
 __all__ = ["DEFAULT_TEMPLATE", "WorkingMemory"]
 
-T = TypeVar("T", bound=BaseModel)
+T = TypeVar("T")
+
+PATCH = "patch"
+"""The name of the JSON tool's one parameter, the patch (a call may also send the patch alone)."""
 
 DEFAULT_TEMPLATE = """# User Information
 ## Name
@@ -56,18 +60,42 @@ class WorkingMemory(Generic[T]):
     are per user).
 
     ``WorkingMemory(store)`` keeps Markdown from `DEFAULT_TEMPLATE` (or `template=`);
-    ``WorkingMemory(store, schema=Profile)`` keeps a pydantic model as JSON. Give it to
+    ``WorkingMemory(store, schema=Profile)`` keeps a pydantic model as JSON, and
+    ``WorkingMemory(store, schema={"type": "object", ...})`` a JSON object its JSON Schema
+    validates (``pip install 'chatmemory[jsonschema]'``). Give it to
     ``ai_service(..., working_memory=...)``, and the service shows it in the system message and
     offers the model its tool. The application reads and edits it with `get` / `set`, and
     `forget` removes it.
     """
 
+    @overload
+    def __init__(
+        self: WorkingMemory[dict[str, Any]],
+        store: RecordStore,
+        *,
+        schema: Mapping[str, Any],
+        template: None = None,
+        tool_name: str = "update_working_memory",
+        max_attempts: int = 50,
+    ) -> None: ...
+
+    @overload
     def __init__(
         self,
         store: RecordStore,
         *,
         template: str | None = None,
         schema: type[T] | None = None,
+        tool_name: str = "update_working_memory",
+        max_attempts: int = 50,
+    ) -> None: ...
+
+    def __init__(
+        self,
+        store: RecordStore,
+        *,
+        template: str | None = None,
+        schema: type[T] | Mapping[str, Any] | None = None,
         tool_name: str = "update_working_memory",
         max_attempts: int = 50,
     ) -> None:
@@ -80,19 +108,17 @@ class WorkingMemory(Generic[T]):
             raise ConfigurationError(
                 "WorkingMemory takes a Markdown template or a schema, not both"
             )
-        if schema is not None and not (isinstance(schema, type) and issubclass(schema, BaseModel)):
-            raise ConfigurationError(f"`schema` must be a pydantic model class, got {schema!r}")
         if template is not None and (not isinstance(template, str) or not template.strip()):
             raise ConfigurationError(f"`template` must be non-empty Markdown, got {template!r}")
         self.store = store
         self.schema = schema
         self.template = (template or DEFAULT_TEMPLATE) if schema is None else None
-        self._adapter: TypeAdapter[T] | None = TypeAdapter(schema) if schema is not None else None
+        self._record: RecordSchema | None = record_schema(schema) if schema is not None else None
         self.tool_name = tool_name
         self.max_attempts = max_attempts
 
     def __repr__(self) -> str:
-        kind = f"schema={self.schema.__name__}" if self.schema else "markdown"
+        kind = f"schema={self._record.name}" if self._record else "markdown"
         return f"WorkingMemory({self.store!r}, {kind})"
 
     # -- the application's view --------------------------------------------------------------
@@ -106,13 +132,14 @@ class WorkingMemory(Generic[T]):
         return self.template if self.template is not None else "{}"
 
     def get(self, key: str) -> str | T | None:
-        """The stored record (Markdown text, or the validated model), None when there is none."""
+        """The stored record (Markdown text, the validated model, or the JSON object a JSON
+        Schema describes), None when there is none."""
         record = self.store.load(check_key(key))
         if record is None:
             return None
-        if self._adapter is None:
+        if self._record is None:
             return record.text
-        return self._adapter.validate_json(record.text)
+        return cast(T, self._record.load(record.text))
 
     def set(self, key: str, value: str | T | Mapping[str, Any]) -> None:
         """Replace the whole record (the application may; the model only patches)."""
@@ -164,33 +191,52 @@ class WorkingMemory(Generic[T]):
         return ToolArgumentsError(reason, tool=self.tool_name, arguments=arguments)
 
     def patch(self, key: str, patch: Mapping[str, Any]) -> T:
-        """Apply a JSON merge-patch to a structured record; the validated result."""
-        adapter = self._adapter
-        if adapter is None:
+        """Apply a JSON merge-patch to a structured record; the validated result.
+
+        Refused, storing nothing: an empty patch, a result that does not fit the schema, and a
+        patch naming a field the record does not have (it would be dropped without a word).
+        """
+        schema = self._record
+        if schema is None:
             raise ConfigurationError(
                 f"{self!r} keeps Markdown: change it with update_section(key, section, content)"
             )
+        arguments = json.dumps(patch, default=str)
         if not isinstance(patch, Mapping) or not patch:
-            raise ToolArgumentsError(
-                "the patch must be a JSON object naming at least one field to change",
-                tool=self.tool_name,
-                arguments=json.dumps(patch, default=str),
+            raise self._refused(
+                "the patch must be a JSON object naming at least one field to change", arguments
             )
 
         def apply(current: str) -> str:
             merged = merge_patch(json.loads(current), patch)
             try:
-                model = adapter.validate_python(merged)
-            except ValidationError as error:
-                raise ToolArgumentsError(
-                    f"the patched working memory does not fit its schema: {_errors(error)}; "
-                    f"nothing was stored",
-                    tool=self.tool_name,
-                    arguments=json.dumps(patch, default=str),
+                record = schema.validate(merged)
+            except Invalid as error:
+                raise self._refused(
+                    f"the patched working memory does not fit its schema: {error}; nothing was "
+                    f"stored",
+                    arguments,
                 ) from None
-            return adapter.dump_json(model).decode()
+            text = schema.dump(record)
+            kept = json.loads(text)
+            dropped = [
+                name for name, value in patch.items() if value is not None and name not in kept
+            ]
+            if dropped:
+                fields = schema.fields()
+                example = (
+                    f"{{{json.dumps(PATCH)}: {{{json.dumps(fields[0])}: ...}}}}" if fields else ""
+                )
+                raise self._refused(
+                    f"the record has no field {', '.join(map(repr, dropped))}; send a JSON merge "
+                    f"patch of its fields ({', '.join(fields)})"
+                    + (f", e.g. {example}" if example else "")
+                    + "; nothing was stored",
+                    arguments,
+                )
+            return text
 
-        return adapter.validate_json(self._change(key, apply))
+        return cast(T, schema.load(self._change(key, apply)))
 
     def _change(self, key: str, change: Callable[[str], str]) -> str:
         check_key(key)
@@ -210,19 +256,17 @@ class WorkingMemory(Generic[T]):
         )
 
     def _encode(self, value: str | T | Mapping[str, Any]) -> str:
-        if self._adapter is None:
+        schema = self._record
+        if schema is None:
             if not isinstance(value, str):
                 raise ConfigurationError(f"{self!r} keeps Markdown text, got {value!r}")
             return value
         try:
-            model = self._adapter.validate_python(
-                json.loads(value) if isinstance(value, str) else value
+            return schema.dump(
+                schema.validate(json.loads(value) if isinstance(value, str) else value)
             )
-        except (ValidationError, ValueError) as error:
-            raise ConfigurationError(
-                f"the value does not fit {self.schema.__name__ if self.schema else ''}: {error}"
-            ) from None
-        return self._adapter.dump_json(model).decode()
+        except (Invalid, ValueError) as error:
+            raise ConfigurationError(f"the value does not fit {schema.name}: {error}") from None
 
     # -- what the model sees -------------------------------------------------------------------
 
@@ -246,7 +290,7 @@ class WorkingMemoryTool:
 
     def __init__(self, memory: WorkingMemory[Any]) -> None:
         self.memory = memory
-        if memory.schema is None:
+        if memory._record is None:
             parameters: dict[str, Any] = {
                 "type": "object",
                 "properties": {
@@ -263,16 +307,16 @@ class WorkingMemoryTool:
                 "additionalProperties": False,
             }
         else:
-            schema = json.dumps(memory.schema.model_json_schema())
+            schema = json.dumps(memory._record.json_schema())
             parameters = {
                 "type": "object",
                 "properties": {
-                    "patch": {
+                    PATCH: {
                         "type": "object",
                         "description": f"A JSON merge patch of the record; its schema: {schema}",
                     }
                 },
-                "required": ["patch"],
+                "required": [PATCH],
             }
         self.specification = ToolSpecification(
             name=memory.tool_name,
@@ -295,19 +339,22 @@ class WorkingMemoryTool:
                 tool=self.memory.tool_name,
                 arguments=arguments,
             )
-        if self.memory.schema is None:
+        if self.memory.template is not None:
             text = self.memory.update_section(
                 context.memory_id, cast(str, given.get("section")), cast(str, given.get("content"))
             )
             return ToolOutput("Working memory updated.", text)
-        model = self.memory.patch(context.memory_id, given.get("patch"))  # type: ignore[arg-type]
-        return ToolOutput("Working memory updated.", model)
+        record = self.memory.patch(context.memory_id, self._patch_of(given))
+        return ToolOutput("Working memory updated.", record)
+
+    def _patch_of(self, given: dict[str, Any]) -> dict[str, Any]:
+        """The patch the arguments hold: ``{"patch": {...}}`` as the schema asks, or the patch
+        itself, sent without the wrapper (models do). An object whose one key is ``patch`` with
+        an object value is the wrapper, even when the record has a field of that name."""
+        inner = given.get(PATCH)
+        if len(given) == 1 and isinstance(inner, dict):
+            return inner
+        return given
 
     async def aexecute(self, arguments: str, context: ToolContext) -> ToolOutput:
         return await asyncio.to_thread(self.execute, arguments, context)
-
-
-def _errors(error: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(map(str, e['loc'])) or 'the record'}: {e['msg']}" for e in error.errors()
-    )
