@@ -3,10 +3,11 @@ what they do not name, concurrent updates that all land, and the model's tool th
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Protocol
 
@@ -16,6 +17,7 @@ from pydantic import BaseModel
 from chatmemory import (
     AiMessage,
     AsyncMessageWindowChatMemory,
+    ChatMessage,
     ConcurrentUpdateError,
     ConfigurationError,
     MemoryId,
@@ -24,9 +26,12 @@ from chatmemory import (
     SystemMessage,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
+    UserMessage,
     ai_service,
     system_message,
 )
+from chatmemory.models import ChatRequest
+from chatmemory.services import ChatMemoryAccess, ChatMemoryProvider
 from chatmemory.testing import ScriptedChatModel
 from chatmemory.tools import ToolArgumentsError, ToolContext
 from chatmemory.working import (
@@ -294,8 +299,8 @@ def test_the_model_sees_its_memory_and_patches_it_through_the_tool(tmp_path: Pat
     assert [t.name for t in first.tools] == ["update_working_memory"]
     assert memory.get("alice") == Profile(name="Alice", city="Oslo", likes=["{{secret}}"])
     assert service.chat("alice", "Who am I?") == "Hi Alice."
-    # the changed system message replaces the old one (placed as LangChain4j places it)
     (shown,) = [m for m in model.requests[2].messages if isinstance(m, SystemMessage)]
+    assert shown is model.requests[2].messages[0]
     assert '"likes":["{{secret}}"]' in shown.text  # data, never rendered as a template
     records.close()
 
@@ -519,3 +524,164 @@ def test_a_json_schema_is_checked_when_the_memory_is_made(monkeypatch: pytest.Mo
     monkeypatch.setitem(sys.modules, "jsonschema", None)
     with pytest.raises(ImportError, match=r"pip install 'chatmemory\[jsonschema\]'"):
         WorkingMemory(InMemoryRecordStore(), schema=PROFILE_SCHEMA)
+
+
+# -- where the record goes: the request's first system message, never the stored one --------------
+
+
+@system_message("You help {{user}}.")
+class Modes(Protocol):
+    def chat(self, user: Annotated[str, MemoryId], text: str) -> str: ...
+
+    async def achat(self, user: Annotated[str, MemoryId], text: str) -> str: ...
+
+    def words(self, user: Annotated[str, MemoryId], text: str) -> Iterator[str]: ...
+
+    def awords(self, user: Annotated[str, MemoryId], text: str) -> AsyncIterator[str]: ...
+
+
+MODES = ["sync", "async", "stream", "async stream"]
+
+
+def ask(service: Modes, mode: str, user: str, text: str) -> str:
+    """One call of `service` the way `mode` says."""
+
+    async def joined(words: AsyncIterator[str]) -> str:
+        return "".join([word async for word in words])
+
+    if mode == "sync":
+        return service.chat(user, text)
+    if mode == "async":
+        return asyncio.run(service.achat(user, text))
+    if mode == "stream":
+        return "".join(service.words(user, text))
+    return asyncio.run(joined(service.awords(user, text)))
+
+
+def modes_service(mode: str, model: ScriptedChatModel, memory: WorkingMemory[BaseModel]) -> Modes:
+    provider: ChatMemoryProvider = windows
+    if mode.startswith("async"):
+        provider = lambda mid: AsyncMessageWindowChatMemory(id=mid, max_messages=20)  # noqa: E731
+    return ai_service(Modes, chat_model=model, chat_memory_provider=provider, working_memory=memory)
+
+
+def systems(request: ChatRequest) -> list[int]:
+    """Where the request's system messages are."""
+    return [i for i, m in enumerate(request.messages) if isinstance(m, SystemMessage)]
+
+
+def first_text(request: ChatRequest) -> str:
+    first = request.messages[0]
+    assert isinstance(first, SystemMessage)
+    return first.text
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_record_stays_in_the_first_system_message_as_it_changes(mode: str) -> None:
+    memory: WorkingMemory[BaseModel] = WorkingMemory(InMemoryRecordStore())
+    model = ScriptedChatModel(
+        [
+            call('{"section": "Name", "content": "Alice"}'),
+            "Hi Alice.",
+            call('{"section": "Location", "content": "Oslo"}'),
+            "Noted.",
+            "You live in Oslo.",
+        ]
+    )
+    service = modes_service(mode, model, memory)
+    assert ask(service, mode, "alice", "I'm Alice") == "Hi Alice."
+    assert ask(service, mode, "alice", "I live in Oslo") == "Noted."
+    assert ask(service, mode, "alice", "Where do I live?") == "You live in Oslo."
+    assert [systems(r) for r in model.requests] == [[0]] * 5
+    texts = [first_text(r) for r in model.requests]
+    assert all(t.startswith("You help alice.\n\n<working_memory>\n") for t in texts)
+    assert "## Name\n## Location\n" in texts[0]  # the template, before anything was learned
+    assert "## Name\nAlice\n" in texts[1]  # the model's next call in the turn sees its update
+    assert "## Location\nOslo\n" in texts[3]
+    assert "## Name\nAlice\n" in texts[4]
+    assert "## Location\nOslo\n" in texts[4]
+    stored = memory_messages(service, mode, "alice")
+    assert [m for m in stored if isinstance(m, SystemMessage)] == [SystemMessage("You help alice.")]
+    assert stored[0] == SystemMessage("You help alice.")
+
+
+def memory_messages(service: object, mode: str, memory_id: str) -> list[ChatMessage]:
+    memory = service.get_chat_memory(memory_id)  # type: ignore[attr-defined]
+    if mode.startswith("async"):
+        return asyncio.run(memory.messages())
+    return memory.messages()  # type: ignore[no-any-return]
+
+
+def test_without_a_system_message_the_record_is_one_of_its_own_first() -> None:
+    class Bare(ChatMemoryAccess, Protocol):
+        def chat(self, user: Annotated[str, MemoryId], text: str) -> str: ...
+
+    memory: WorkingMemory[BaseModel] = WorkingMemory(InMemoryRecordStore())
+    memory.update_section("bo", "Name", "Bo")
+    model = ScriptedChatModel(["one", "two", "three"])
+    service = ai_service(
+        Bare,
+        chat_model=model,
+        chat_memory_provider=lambda mid: MessageWindowChatMemory(id=mid, max_messages=4),
+        working_memory=memory,
+    )
+    for text in ("a", "b", "c"):
+        service.chat("bo", text)
+    last = model.requests[-1]
+    # the block takes a place in the window: the oldest message makes room, in the request only
+    assert [type(m).__name__ for m in last.messages] == [
+        "SystemMessage",
+        "UserMessage",
+        "AiMessage",
+        "UserMessage",
+    ]
+    assert first_text(last).startswith("<working_memory>\n")
+    assert "## Name\nBo\n" in first_text(last)
+    assert last.messages[1] == UserMessage("b")
+    assert all(not isinstance(m, SystemMessage) for m in service.get_chat_memory("bo").messages())
+
+
+def test_an_ordinary_changed_system_message_still_follows_the_window_rule() -> None:
+    class Plain(ChatMemoryAccess, Protocol):
+        def chat(self, user: Annotated[str, MemoryId], text: str) -> str: ...
+
+    prompts = iter(["Be brief.", "Be verbose."])
+    memory: WorkingMemory[BaseModel] = WorkingMemory(InMemoryRecordStore())
+    model = ScriptedChatModel(["ok", "okay"])
+    service = ai_service(
+        Plain,
+        chat_model=model,
+        chat_memory_provider=windows,
+        system_message_provider=lambda _mid: next(prompts),
+        working_memory=memory,
+    )
+    service.chat("cy", "hi")
+    service.chat("cy", "again")
+    # LangChain4j's rule: a changed system message is placed at the end of the window
+    assert service.get_chat_memory("cy").messages() == [
+        UserMessage("hi"),
+        AiMessage("ok"),
+        SystemMessage("Be verbose."),
+        UserMessage("again"),
+        AiMessage("okay"),
+    ]
+    second = model.requests[1]
+    assert systems(second) == [2]
+    system = second.messages[2]
+    assert isinstance(system, SystemMessage)
+    assert system.text.startswith("Be verbose.\n\n<working_memory>\n")
+
+
+def test_a_service_without_chat_memory_still_shows_the_record() -> None:
+    class Once(Protocol):
+        @system_message("Answer.")
+        def ask(self, text: str) -> str: ...
+
+    memory: WorkingMemory[BaseModel] = WorkingMemory(InMemoryRecordStore())
+    memory.update_section("default", "Name", "Dee")
+    model = ScriptedChatModel(["Hi Dee."])
+    service = ai_service(Once, chat_model=model, working_memory=memory)
+    assert service.ask("who am I?") == "Hi Dee."
+    assert systems(model.requests[0]) == [0]
+    assert first_text(model.requests[0]).startswith("Answer.\n\n<working_memory>\n")
+    assert "## Name\nDee\n" in first_text(model.requests[0])

@@ -60,6 +60,7 @@ from ._turn import (
     drive,
     turn,
 )
+from ._working import WorkingStep
 
 __all__ = ["ChatMemoryAccess", "ai_service"]
 
@@ -154,7 +155,8 @@ def ai_service(
       model call of the turn sees the augmented message. `answer_when_nothing_retrieved` (a text,
       or a function of the user's text) answers without calling the model when nothing is found.
     * `working_memory` (`chatmemory.working.WorkingMemory`): a record per memory id the model
-      sees at the end of the system message and changes through its built-in tool.
+      sees at the end of the first system message of each model call (read before each one, so
+      an update is seen within the turn; never stored) and changes through its built-in tool.
     * `titles` (`ConversationTitles`): after a call whose conversation has no title, one is
       made by a model, in the background unless the titles object says otherwise.
     * `semantic_recall` (`chatmemory.recall.SemanticRecall`): past messages like the user's text
@@ -471,9 +473,6 @@ class _Runtime:
                 return None
             template = PromptTemplate(text, clock=self.clock)
         text = template.apply(values).text if template is not None else ""
-        if self.working_memory is not None:  # its text is data: appended, never a template
-            block = self.working_memory.instructions(memory_id)
-            text = f"{text}\n\n{block}" if text else block
         return SystemMessage(text) if text else None
 
     def _user(
@@ -559,6 +558,7 @@ class _Runtime:
             self._tools(call.memory_id),
             self.augmentor,
             self._recall(call),
+            self._working(call),
         )
 
     def _async_port(self, call: _Call) -> AsyncPort:
@@ -579,7 +579,13 @@ class _Runtime:
             self._tools(call.memory_id),
             self.augmentor,
             self._recall(call),
+            self._working(call),
         )
+
+    def _working(self, call: _Call) -> WorkingStep | None:
+        if self.working_memory is None:
+            return None
+        return WorkingStep(self.working_memory, call.memory_id)
 
     def _recall(self, call: _Call) -> RecallStep | None:
         if self.semantic_recall is None:

@@ -271,7 +271,8 @@ class WorkingMemory(Generic[T]):
     # -- what the model sees -------------------------------------------------------------------
 
     def instructions(self, key: str) -> str:
-        """The block the service appends to the system message: the rules and the record."""
+        """The block a service puts at the end of the first system message of each model call
+        (never stored): the rules and the record."""
         rules = (_MARKDOWN_RULES if self.template is not None else _JSON_RULES).format(
             tool=self.tool_name
         )
