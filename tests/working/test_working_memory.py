@@ -33,7 +33,7 @@ from chatmemory import (
 from chatmemory.models import ChatRequest
 from chatmemory.services import ChatMemoryAccess, ChatMemoryProvider
 from chatmemory.testing import ScriptedChatModel
-from chatmemory.tools import ToolArgumentsError, ToolContext
+from chatmemory.tools import ToolArgumentsError, ToolContext, tool
 from chatmemory.working import (
     DEFAULT_TEMPLATE,
     InMemoryRecordStore,
@@ -600,9 +600,29 @@ def test_the_record_stays_in_the_first_system_message_as_it_changes(mode: str) -
     assert "## Location\nOslo\n" in texts[3]
     assert "## Name\nAlice\n" in texts[4]
     assert "## Location\nOslo\n" in texts[4]
-    stored = memory_messages(service, mode, "alice")
-    assert [m for m in stored if isinstance(m, SystemMessage)] == [SystemMessage("You help alice.")]
-    assert stored[0] == SystemMessage("You help alice.")
+    # within a turn the model sees its call and the result; the stored turn holds neither
+    assert kinds(model.requests[1]) == ["system", "user", "ai", "tool"]
+    assert kinds(model.requests[3]) == ["system", "user", "ai", "user", "ai", "tool"]
+    assert kinds(model.requests[4]) == ["system", "user", "ai", "user", "ai", "user"]
+    assert memory_messages(service, mode, "alice") == [
+        SystemMessage("You help alice."),
+        UserMessage("I'm Alice"),
+        AiMessage("Hi Alice."),
+        UserMessage("I live in Oslo"),
+        AiMessage("Noted."),
+        UserMessage("Where do I live?"),
+        AiMessage("You live in Oslo."),
+    ]
+
+
+def kinds(request: ChatRequest) -> list[str]:
+    names = {
+        "SystemMessage": "system",
+        "UserMessage": "user",
+        "AiMessage": "ai",
+        "ToolExecutionResultMessage": "tool",
+    }
+    return [names[type(m).__name__] for m in request.messages]
 
 
 def memory_messages(service: object, mode: str, memory_id: str) -> list[ChatMessage]:
@@ -685,3 +705,50 @@ def test_a_service_without_chat_memory_still_shows_the_record() -> None:
     assert systems(model.requests[0]) == [0]
     assert first_text(model.requests[0]).startswith("Answer.\n\n<working_memory>\n")
     assert "## Name\nDee\n" in first_text(model.requests[0])
+
+
+def test_the_stored_turn_keeps_other_tools_and_the_text_said_beside_a_record_update() -> None:
+    @tool
+    def weather(city: str) -> str:
+        """The weather in `city`."""
+        return f"sunny in {city}"
+
+    memory: WorkingMemory[BaseModel] = WorkingMemory(InMemoryRecordStore())
+    both = AiMessage(
+        "Let me check.",
+        tool_execution_requests=[
+            ToolExecutionRequest(
+                "w1", "update_working_memory", '{"section": "Location", "content": "Oslo"}'
+            ),
+            ToolExecutionRequest("t1", "weather", '{"city": "Oslo"}'),
+        ],
+    )
+    said = AiMessage(
+        "Noted that.",
+        tool_execution_requests=[
+            ToolExecutionRequest(
+                "w2", "update_working_memory", '{"section": "Name", "content": "Dan"}'
+            )
+        ],
+    )
+    model = ScriptedChatModel([both, said, "Sunny, Dan."])
+    service = ai_service(
+        Assistant,
+        chat_model=model,
+        chat_memory_provider=windows,
+        working_memory=memory,
+        tools=[weather],
+    )
+    assert service.chat("dan", "I'm Dan in Oslo: weather?") == "Sunny, Dan."
+    assert kinds(model.requests[2])[-5:] == ["ai", "tool", "tool", "ai", "tool"]
+    stored = service.get_chat_memory("dan").messages()  # type: ignore[attr-defined]
+    assert stored[1:] == [
+        UserMessage("I'm Dan in Oslo: weather?"),
+        AiMessage(
+            "Let me check.",
+            tool_execution_requests=[ToolExecutionRequest("t1", "weather", '{"city": "Oslo"}')],
+        ),
+        ToolExecutionResultMessage("t1", "weather", "sunny in Oslo"),
+        AiMessage("Noted that."),
+        AiMessage("Sunny, Dan."),
+    ]

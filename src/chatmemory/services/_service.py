@@ -157,6 +157,9 @@ def ai_service(
     * `working_memory` (`chatmemory.working.WorkingMemory`): a record per memory id the model
       sees at the end of the first system message of each model call (read before each one, so
       an update is seen within the turn; never stored) and changes through its built-in tool.
+      The tool's calls and results are seen by the model within the turn but not stored: the
+      stored turn keeps the rest of an AI message that made one (its text, other calls), and the
+      record is what remains of them.
     * `titles` (`ConversationTitles`): after a call whose conversation has no title, one is
       made by a model, in the background unless the titles object says otherwise.
     * `semantic_recall` (`chatmemory.recall.SemanticRecall`): past messages like the user's text
@@ -289,6 +292,9 @@ class _Runtime:
         self.augmentor = augmentor
         self.retrieval = retrieval
         self.working_memory = working_memory
+        self.unstored_tools = frozenset(
+            [working_memory.tool_name] if working_memory is not None else []
+        )
         self.titles = titles
         self.tools = tuple(tools)
         self.tool_providers = tool_providers
@@ -531,6 +537,7 @@ class _Runtime:
             tools=self.tool_options,
             retrieval=self.retrieval,
             memory_id=call.memory_id,
+            unstored_tools=self.unstored_tools,
         )
 
     def _tools(self, memory_id: str) -> TurnTools:

@@ -64,6 +64,7 @@ from ._tooling import (
     now,
     result_message,
     settle,
+    without_tools,
 )
 from ._working import WorkingStep
 
@@ -136,6 +137,9 @@ class TurnInput:
     tools: ToolOptions = field(default_factory=ToolOptions)
     retrieval: Retrieval | None = None
     memory_id: str | None = None
+    unstored_tools: frozenset[str] = frozenset()
+    """Tools whose calls and results the model sees within the turn but the memory does not
+    keep (working memory's: the record itself is what remains of them)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +197,7 @@ def turn(given: TurnInput) -> Flow[Outcome]:
         raise
     if not immediate:
         state.pending.append(state.responses[-1].ai_message)
-    yield from call(Port.commit, state.pending)
+    yield from call(Port.commit, without_tools(state.pending, given.unstored_tools))
     return Outcome(
         content, tuple(state.responses), tuple(state.executions), immediate, state.sources
     )
