@@ -26,6 +26,7 @@ from chatmemory import (
     SystemMessage,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
+    UserId,
     UserMessage,
     ai_service,
     system_message,
@@ -279,7 +280,7 @@ def call(arguments: str, name: str = "update_working_memory") -> AiMessage:
 
 def test_the_model_sees_its_memory_and_patches_it_through_the_tool(tmp_path: Path) -> None:
     records = SqliteRecordStore(tmp_path / "chat.db")
-    memory = WorkingMemory(records, schema=Profile)
+    memory = WorkingMemory(records, schema=Profile, scope="memory")
     memory.set("alice", {"city": "Oslo"})
     model = ScriptedChatModel(
         [call('{"patch": {"name": "Alice", "likes": ["{{secret}}"]}}'), "Noted!", "Hi Alice."]
@@ -306,7 +307,7 @@ def test_the_model_sees_its_memory_and_patches_it_through_the_tool(tmp_path: Pat
 
 
 def test_a_refused_update_is_an_error_result_and_stores_nothing() -> None:
-    memory = WorkingMemory(InMemoryRecordStore(), schema=Profile)
+    memory = WorkingMemory(InMemoryRecordStore(), schema=Profile, scope="memory")
     model = ScriptedChatModel([call('{"patch": {"visits": "lots"}}'), "Sorry.", call("[1]"), "ok"])
     service = ai_service(
         Assistant, chat_model=model, chat_memory_provider=windows, working_memory=memory
@@ -328,7 +329,7 @@ def test_markdown_memory_through_an_async_service() -> None:
     class AsyncAssistant(Protocol):
         async def chat(self, user: Annotated[str, MemoryId], text: str) -> str: ...
 
-    memory: WorkingMemory[BaseModel] = WorkingMemory(InMemoryRecordStore())
+    memory: WorkingMemory[BaseModel] = WorkingMemory(InMemoryRecordStore(), scope="memory")
     model = ScriptedChatModel(
         [
             call('{"section": "Goals", "content": "- learn Rust"}'),
@@ -442,17 +443,21 @@ def test_a_section_named_with_its_hashes_is_that_section() -> None:
 # -- what the model sends, and what a record may be ----------------------------------------------
 
 
+AS_U = ToolContext("chat", "u")
+"""A tool call in conversation "chat" of user "u"."""
+
+
 def test_a_patch_sent_without_its_wrapper_is_the_patch() -> None:
     memory = WorkingMemory(InMemoryRecordStore(), schema=Profile)
     tool = memory.tool()
     assert tool.specification.parameters["required"] == ("patch",)
-    assert tool.execute('{"name": "Alice", "likes": ["tea"]}', ToolContext("u")).value == Profile(
+    assert tool.execute('{"name": "Alice", "likes": ["tea"]}', AS_U).value == Profile(
         name="Alice", likes=["tea"]
     )
-    tool.execute('{"patch": {"city": "Oslo"}}', ToolContext("u"))
+    tool.execute('{"patch": {"city": "Oslo"}}', AS_U)
     assert memory.get("u") == Profile(name="Alice", city="Oslo", likes=["tea"])
     with pytest.raises(ToolArgumentsError) as refused:
-        tool.execute('{"memory": "Alice lives in Oslo"}', ToolContext("u"))
+        tool.execute('{"memory": "Alice lives in Oslo"}', AS_U)
     assert str(refused.value) == (
         "the record has no field 'memory'; send a JSON merge patch of its fields (name, city, "
         'likes, visits), e.g. {"patch": {"name": ...}}; nothing was stored'
@@ -467,8 +472,8 @@ class Notes(BaseModel):
 
 def test_a_record_with_a_field_named_like_the_wrapper_reads_both_forms() -> None:
     memory = WorkingMemory(InMemoryRecordStore(), schema=Notes)
-    memory.tool().execute('{"patch": "v2"}', ToolContext("u"))  # not an object: the field
-    memory.tool().execute('{"patch": {"topic": "tea"}}', ToolContext("u"))  # the wrapper
+    memory.tool().execute('{"patch": "v2"}', AS_U)  # not an object: the field
+    memory.tool().execute('{"patch": {"topic": "tea"}}', AS_U)  # the wrapper
     assert memory.get("u") == Notes(patch="v2", topic="tea")
 
 
@@ -486,7 +491,7 @@ PROFILE_SCHEMA = {
 
 def test_a_json_schema_dict_is_a_record_schema() -> None:
     memory = WorkingMemory(InMemoryRecordStore(), schema=PROFILE_SCHEMA)
-    assert repr(memory).endswith(", schema=Profile)")
+    assert repr(memory).endswith(", schema=Profile, scope='user')")
     assert memory.text("u") == "{}"
     assert memory.patch("u", {"name": "Uma", "visits": 1}) == {"name": "Uma", "visits": 1}
     assert memory.patch("u", {"visits": None, "city": "Oslo"}) == {"name": "Uma", "city": "Oslo"}
@@ -511,7 +516,7 @@ def test_a_json_schema_dict_is_a_record_schema() -> None:
         '"minimum": 0'
         in memory.tool().specification.parameters["properties"]["patch"]["description"]
     )
-    result = memory.tool().execute('{"name": "Wu"}', ToolContext("w"))
+    result = memory.tool().execute('{"name": "Wu"}', ToolContext("chat", "w"))
     assert result.value == {"name": "Wu", "city": "Rome"}
     assert "## " not in memory.instructions("w")
 
@@ -578,7 +583,7 @@ def first_text(request: ChatRequest) -> str:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_the_record_stays_in_the_first_system_message_as_it_changes(mode: str) -> None:
-    memory: WorkingMemory[BaseModel] = WorkingMemory(InMemoryRecordStore())
+    memory: WorkingMemory[BaseModel] = WorkingMemory(InMemoryRecordStore(), scope="memory")
     model = ScriptedChatModel(
         [
             call('{"section": "Name", "content": "Alice"}'),
@@ -636,7 +641,7 @@ def test_without_a_system_message_the_record_is_one_of_its_own_first() -> None:
     class Bare(ChatMemoryAccess, Protocol):
         def chat(self, user: Annotated[str, MemoryId], text: str) -> str: ...
 
-    memory: WorkingMemory[BaseModel] = WorkingMemory(InMemoryRecordStore())
+    memory: WorkingMemory[BaseModel] = WorkingMemory(InMemoryRecordStore(), scope="memory")
     memory.update_section("bo", "Name", "Bo")
     model = ScriptedChatModel(["one", "two", "three"])
     service = ai_service(
@@ -666,7 +671,7 @@ def test_an_ordinary_changed_system_message_still_follows_the_window_rule() -> N
         def chat(self, user: Annotated[str, MemoryId], text: str) -> str: ...
 
     prompts = iter(["Be brief.", "Be verbose."])
-    memory: WorkingMemory[BaseModel] = WorkingMemory(InMemoryRecordStore())
+    memory: WorkingMemory[BaseModel] = WorkingMemory(InMemoryRecordStore(), scope="memory")
     model = ScriptedChatModel(["ok", "okay"])
     service = ai_service(
         Plain,
@@ -697,7 +702,7 @@ def test_a_service_without_chat_memory_still_shows_the_record() -> None:
         @system_message("Answer.")
         def ask(self, text: str) -> str: ...
 
-    memory: WorkingMemory[BaseModel] = WorkingMemory(InMemoryRecordStore())
+    memory: WorkingMemory[BaseModel] = WorkingMemory(InMemoryRecordStore(), scope="memory")
     memory.update_section("default", "Name", "Dee")
     model = ScriptedChatModel(["Hi Dee."])
     service = ai_service(Once, chat_model=model, working_memory=memory)
@@ -713,7 +718,7 @@ def test_the_stored_turn_keeps_other_tools_and_the_text_said_beside_a_record_upd
         """The weather in `city`."""
         return f"sunny in {city}"
 
-    memory: WorkingMemory[BaseModel] = WorkingMemory(InMemoryRecordStore())
+    memory: WorkingMemory[BaseModel] = WorkingMemory(InMemoryRecordStore(), scope="memory")
     both = AiMessage(
         "Let me check.",
         tool_execution_requests=[
@@ -752,3 +757,88 @@ def test_the_stored_turn_keeps_other_tools_and_the_text_said_beside_a_record_upd
         AiMessage("Noted that."),
         AiMessage("Sunny, Dan."),
     ]
+
+
+# -- whose record: a user's, shared by their conversations (the default), or a conversation's -----
+
+
+class Chats(Protocol):
+    @system_message("You help {{user}}.")
+    def chat(
+        self, user: Annotated[str, UserId], chat: Annotated[str, MemoryId], text: str
+    ) -> str: ...
+
+    @system_message("You help {{user}}.")
+    async def achat(
+        self, user: Annotated[str, UserId], chat: Annotated[str, MemoryId], text: str
+    ) -> str: ...
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_users_record_is_shared_by_all_their_conversations(mode: str) -> None:
+    memory: WorkingMemory[BaseModel] = WorkingMemory(InMemoryRecordStore())
+    assert memory.scope == "user"
+    model = ScriptedChatModel(
+        [call('{"section": "Name", "content": "Alice"}'), "Hi Alice.", "You are Alice.", "Who?"]
+    )
+    service = ai_service(
+        Chats, chat_model=model, chat_memory_provider=windows, working_memory=memory
+    )
+
+    def chat(user: str, conversation: str, text: str) -> str:
+        if mode == "sync":
+            return service.chat(user, conversation, text)
+        return asyncio.run(service.achat(user, conversation, text))
+
+    assert chat("alice", "alice:1", "I'm Alice") == "Hi Alice."
+    assert chat("alice", "alice:2", "Who am I?") == "You are Alice."
+    second = model.requests[2]
+    assert kinds(second) == ["system", "user"]  # another conversation, the same record
+    assert "## Name\nAlice\n" in first_text(second)
+    assert "kept across all of the user's conversations" in first_text(second)
+    assert chat("bob", "bob:1", "Who am I?") == "Who?"
+    assert "Alice" not in first_text(model.requests[3])
+    text = memory.get("alice")
+    assert isinstance(text, str)
+    assert "## Name\nAlice\n" in text
+    assert memory.get("alice:1") is None
+
+
+def test_a_record_per_conversation_is_kept_by_memory_id() -> None:
+    memory: WorkingMemory[BaseModel] = WorkingMemory(InMemoryRecordStore(), scope="memory")
+    model = ScriptedChatModel([call('{"section": "Goals", "content": "- ski"}'), "Ok.", "?"])
+    service = ai_service(
+        Chats, chat_model=model, chat_memory_provider=windows, working_memory=memory
+    )
+    service.chat("alice", "alice:1", "I want to ski")
+    service.chat("alice", "alice:2", "What do I want?")
+    assert "- ski" not in first_text(model.requests[2])
+    assert "kept for this conversation" in first_text(model.requests[2])
+    assert memory.get("alice") is None
+    assert "## Goals\n- ski\n" in str(memory.get("alice:1"))
+
+
+def test_user_scope_without_a_user_id_is_refused_with_a_sentence() -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        ai_service(
+            Assistant,
+            chat_model=ScriptedChatModel([]),
+            chat_memory_provider=windows,
+            working_memory=WorkingMemory(InMemoryRecordStore()),
+        )
+    assert str(refused.value) == (
+        "Assistant.chat has no parameter marked UserId, but the working memory is per user "
+        "(scope='user', the default: one record shared by all of a user's conversations): add "
+        "one, e.g. `user: Annotated[str, UserId]`, or keep one record per conversation with "
+        "WorkingMemory(..., scope='memory')"
+    )
+    memory: WorkingMemory[BaseModel] = WorkingMemory(InMemoryRecordStore())
+    service = ai_service(
+        Chats, chat_model=ScriptedChatModel([]), chat_memory_provider=windows, working_memory=memory
+    )
+    with pytest.raises(ConfigurationError, match=r"Chats.chat: the UserId \('user'\) is None"):
+        service.chat(None, "c", "hi")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="`scope` is 'user' or 'memory', got 'thread'"):
+        WorkingMemory(InMemoryRecordStore(), scope="thread")  # type: ignore[call-overload]
+    with pytest.raises(ConfigurationError, match=r"per user \(scope='user'\).*user_id"):
+        memory.tool().execute('{"section": "Name", "content": "x"}', ToolContext("c"))

@@ -154,12 +154,14 @@ def ai_service(
       `store_retrieved_content_in_memory=False` memory keeps the user's own words while every
       model call of the turn sees the augmented message. `answer_when_nothing_retrieved` (a text,
       or a function of the user's text) answers without calling the model when nothing is found.
-    * `working_memory` (`chatmemory.working.WorkingMemory`): a record per memory id the model
-      sees at the end of the first system message of each model call (read before each one, so
-      an update is seen within the turn; never stored) and changes through its built-in tool.
-      The tool's calls and results are seen by the model within the turn but not stored: the
-      stored turn keeps the rest of an AI message that made one (its text, other calls), and the
-      record is what remains of them.
+    * `working_memory` (`chatmemory.working.WorkingMemory`): a record per user (the parameter
+      marked ``Annotated[str, UserId]``, shared by all of the user's conversations; the default
+      ``scope="user"``) or per memory id (``scope="memory"``) the model sees at the end of the
+      first system message of each model call (read before each one, so an update is seen
+      within the turn; never stored) and changes through its built-in tool. The tool's calls
+      and results are seen by the model within the turn but not stored: the stored turn keeps
+      the rest of an AI message that made one (its text, other calls), and the record is what
+      remains of them.
     * `titles` (`ConversationTitles`): after a call whose conversation has no title, one is
       made by a model, in the background unless the titles object says otherwise.
     * `semantic_recall` (`chatmemory.recall.SemanticRecall`): past messages like the user's text
@@ -337,6 +339,8 @@ class _Runtime:
                 )
         for plan in declaration.methods.values():
             self._check_models(plan)
+            if working_memory is not None and working_memory.scope == "user":
+                _check_user_id(plan)
             if plan.moderated and moderation_model is None:
                 raise ConfigurationError(
                     f"{plan.where} is marked @moderate, but the service has no moderation "
@@ -447,9 +451,14 @@ class _Runtime:
             if plan.memory_param is not None
             else DEFAULT_MEMORY_ID
         )
+        user_id = arguments[plan.user_id_param] if plan.user_id_param is not None else None
+        if user_id is None and plan.user_id_param is not None and self.working_memory is not None:
+            raise ConfigurationError(
+                f"{plan.where}: the UserId ({plan.user_id_param!r}) is None, but the working "
+                f"memory is per user: pass the user's id"
+            )
         system = self._system(plan, memory_id, values)
         user = self._user(plan, arguments, values)
-        user_id = arguments[plan.user_id_param] if plan.user_id_param is not None else None
         return _Call(
             memory_id,
             system,
@@ -540,10 +549,11 @@ class _Runtime:
             unstored_tools=self.unstored_tools,
         )
 
-    def _tools(self, memory_id: str) -> TurnTools:
+    def _tools(self, call: _Call) -> TurnTools:
         toolbox = None
         if self.tools or self.tool_providers:
-            toolbox = Toolbox(self.tools, self.tool_providers, ToolContext(memory_id))
+            context = ToolContext(call.memory_id, call.user_id)
+            toolbox = Toolbox(self.tools, self.tool_providers, context)
         return TurnTools(toolbox, self.tool_options)
 
     def _sync_port(self, plan: MethodPlan, call: _Call) -> SyncPort:
@@ -562,7 +572,7 @@ class _Runtime:
             stream,
             moderate,
             self._pool,
-            self._tools(call.memory_id),
+            self._tools(call),
             self.augmentor,
             self._recall(call),
             self._working(call),
@@ -583,7 +593,7 @@ class _Runtime:
             astream,
             moderate,
             amoderate is not None,
-            self._tools(call.memory_id),
+            self._tools(call),
             self.augmentor,
             self._recall(call),
             self._working(call),
@@ -592,7 +602,8 @@ class _Runtime:
     def _working(self, call: _Call) -> WorkingStep | None:
         if self.working_memory is None:
             return None
-        return WorkingStep(self.working_memory, call.memory_id)
+        key = self.working_memory.key_of(call.memory_id, call.user_id)
+        return WorkingStep(self.working_memory, key)
 
     def _recall(self, call: _Call) -> RecallStep | None:
         if self.semantic_recall is None:
@@ -774,6 +785,17 @@ def _when_nothing(answer: str | Callable[[str], str] | None) -> Callable[[str], 
             f"{answer!r}"
         )
     return lambda _text: answer
+
+
+def _check_user_id(plan: MethodPlan) -> None:
+    """A method of a service whose working memory is per user says whose it is."""
+    if plan.user_id_param is None:
+        raise ConfigurationError(
+            f"{plan.where} has no parameter marked UserId, but the working memory is per user "
+            f"(scope='user', the default: one record shared by all of a user's conversations): "
+            f"add one, e.g. `user: Annotated[str, UserId]`, or keep one record per conversation "
+            f"with WorkingMemory(..., scope='memory')"
+        )
 
 
 def _with_working_memory(tools: list[Tool], memory: WorkingMemory[Any] | None) -> list[Tool]:

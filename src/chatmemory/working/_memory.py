@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, TypeVar, cast, overload
+from typing import Any, Generic, Literal, TypeAlias, TypeVar, cast, overload
 
 from .._errors import ConcurrentUpdateError, ConfigurationError
 from ..models import ToolSpecification
@@ -25,9 +25,14 @@ from ._patch import headings, merge_patch, normalised, replace_section, section_
 from ._records import RecordStore, check_key
 from ._schema import Invalid, RecordSchema, record_schema
 
-__all__ = ["DEFAULT_TEMPLATE", "WorkingMemory"]
+__all__ = ["DEFAULT_TEMPLATE", "Scope", "WorkingMemory"]
 
 T = TypeVar("T")
+
+Scope: TypeAlias = Literal["user", "memory"]
+"""Whose record a service call reads and changes: the user's, shared by all of their
+conversations (``"user"``, Mastra's ``resource`` scope), or the conversation's (``"memory"``,
+keyed by memory id; Mastra's ``thread``)."""
 
 PATCH = "patch"
 """The name of the JSON tool's one parameter, the patch (a call may also send the patch alone)."""
@@ -42,22 +47,30 @@ DEFAULT_TEMPLATE = """# User Information
 """
 
 _MARKDOWN_RULES = (
-    "This is your working memory: what you know about the user, kept across conversations. "
-    "When you learn something worth keeping, call {tool} with the section to change and its "
-    "complete new content; other sections stay as they are. Do not mention this memory to the "
-    "user."
+    "This is your working memory: what you know about the user, {kept}. When you learn "
+    "something worth keeping, call {tool} with the section to change and its complete new "
+    "content; other sections stay as they are. Do not mention this memory to the user."
 )
 _JSON_RULES = (
-    "This is your working memory: what you know about the user, kept across conversations, "
-    "as JSON. When you learn something worth keeping, call {tool} with a JSON merge patch of "
-    "only the fields to change (null removes a field); other fields stay as they are. Do not "
-    "mention this memory to the user."
+    "This is your working memory: what you know about the user, {kept}, as JSON. When you "
+    "learn something worth keeping, call {tool} with a JSON merge patch of only the fields to "
+    "change (null removes a field); other fields stay as they are. Do not mention this memory "
+    "to the user."
 )
+_KEPT = {
+    "user": "kept across all of the user's conversations",
+    "memory": "kept for this conversation",
+}
 
 
 class WorkingMemory(Generic[T]):
-    """Working memory on a `RecordStore`, keyed by memory id (the user's id, when memories
-    are per user).
+    """Working memory on a `RecordStore`: records by key, a user's id or a memory id.
+
+    `scope` says which a service uses. ``"user"``, the default as in Mastra, keeps one record
+    per user, shared by all of that user's conversations: what the user said about themselves
+    in one chat is known in the next, and the service reads the user's id from the parameter
+    marked ``Annotated[str, UserId]`` (a service without one is refused when it is made).
+    ``"memory"`` keeps one record per conversation, keyed by its memory id.
 
     ``WorkingMemory(store)`` keeps Markdown from `DEFAULT_TEMPLATE` (or `template=`);
     ``WorkingMemory(store, schema=Profile)`` keeps a pydantic model as JSON, and
@@ -75,6 +88,7 @@ class WorkingMemory(Generic[T]):
         *,
         schema: Mapping[str, Any],
         template: None = None,
+        scope: Scope = "user",
         tool_name: str = "update_working_memory",
         max_attempts: int = 50,
     ) -> None: ...
@@ -86,6 +100,7 @@ class WorkingMemory(Generic[T]):
         *,
         template: str | None = None,
         schema: type[T] | None = None,
+        scope: Scope = "user",
         tool_name: str = "update_working_memory",
         max_attempts: int = 50,
     ) -> None: ...
@@ -96,6 +111,7 @@ class WorkingMemory(Generic[T]):
         *,
         template: str | None = None,
         schema: type[T] | Mapping[str, Any] | None = None,
+        scope: Scope = "user",
         tool_name: str = "update_working_memory",
         max_attempts: int = 50,
     ) -> None:
@@ -110,7 +126,10 @@ class WorkingMemory(Generic[T]):
             )
         if template is not None and (not isinstance(template, str) or not template.strip()):
             raise ConfigurationError(f"`template` must be non-empty Markdown, got {template!r}")
+        if scope not in _KEPT:
+            raise ConfigurationError(f"`scope` is 'user' or 'memory', got {scope!r}")
         self.store = store
+        self.scope: Scope = scope
         self.schema = schema
         self.template = (template or DEFAULT_TEMPLATE) if schema is None else None
         self._record: RecordSchema | None = record_schema(schema) if schema is not None else None
@@ -119,7 +138,7 @@ class WorkingMemory(Generic[T]):
 
     def __repr__(self) -> str:
         kind = f"schema={self._record.name}" if self._record else "markdown"
-        return f"WorkingMemory({self.store!r}, {kind})"
+        return f"WorkingMemory({self.store!r}, {kind}, scope={self.scope!r})"
 
     # -- the application's view --------------------------------------------------------------
 
@@ -274,7 +293,7 @@ class WorkingMemory(Generic[T]):
         """The block a service puts at the end of the first system message of each model call
         (never stored): the rules and the record."""
         rules = (_MARKDOWN_RULES if self.template is not None else _JSON_RULES).format(
-            tool=self.tool_name
+            tool=self.tool_name, kept=_KEPT[self.scope]
         )
         return f"<working_memory>\n{rules}\n\n{self.text(key)}\n</working_memory>"
 
@@ -282,10 +301,21 @@ class WorkingMemory(Generic[T]):
         """The built-in tool the model updates the record with."""
         return WorkingMemoryTool(self)
 
+    def key_of(self, memory_id: str, user_id: str | None) -> str:
+        """The key of the record a call of `memory_id` by `user_id` uses, as `scope` says."""
+        if self.scope == "memory":
+            return memory_id
+        if user_id is None:
+            raise ConfigurationError(
+                f"{self!r} is per user (scope='user'): a call needs the user's id (a service "
+                f"parameter marked UserId, or ToolContext(memory_id, user_id=...))"
+            )
+        return user_id
+
 
 class WorkingMemoryTool:
     """The model's way to change working memory: a section (Markdown) or a merge patch (JSON)
-    for the memory id of the call."""
+    of the record of the call's user or memory id (as the memory's `scope` says)."""
 
     return_behavior: ReturnBehavior = "to_model"
 
@@ -340,12 +370,13 @@ class WorkingMemoryTool:
                 tool=self.memory.tool_name,
                 arguments=arguments,
             )
+        key = self.memory.key_of(context.memory_id, context.user_id)
         if self.memory.template is not None:
             text = self.memory.update_section(
-                context.memory_id, cast(str, given.get("section")), cast(str, given.get("content"))
+                key, cast(str, given.get("section")), cast(str, given.get("content"))
             )
             return ToolOutput("Working memory updated.", text)
-        record = self.memory.patch(context.memory_id, self._patch_of(given))
+        record = self.memory.patch(key, self._patch_of(given))
         return ToolOutput("Working memory updated.", record)
 
     def _patch_of(self, given: dict[str, Any]) -> dict[str, Any]:
