@@ -842,3 +842,38 @@ def test_user_scope_without_a_user_id_is_refused_with_a_sentence() -> None:
         WorkingMemory(InMemoryRecordStore(), scope="thread")  # type: ignore[call-overload]
     with pytest.raises(ConfigurationError, match=r"per user \(scope='user'\).*user_id"):
         memory.tool().execute('{"section": "Name", "content": "x"}', ToolContext("c"))
+
+
+def test_with_recall_the_record_comes_before_what_is_recalled_and_both_fit() -> None:
+    from chatmemory import InMemoryChatMemoryStore, OpenAiTokenCountEstimator, TokenWindowChatMemory
+    from chatmemory.rag import HashingEmbeddingModel, InMemoryEmbeddingStore
+    from chatmemory.recall import SemanticRecall
+
+    estimator = OpenAiTokenCountEstimator("gpt-4o-mini")
+    memory: WorkingMemory[BaseModel] = WorkingMemory(InMemoryRecordStore())
+    memory.update_section("ann", "Name", "Ann")
+    store = InMemoryChatMemoryStore()
+
+    def window(mid: str) -> TokenWindowChatMemory:
+        return TokenWindowChatMemory(id=mid, max_tokens=250, estimator=estimator, store=store)
+
+    model = ScriptedChatModel(lambda request: "OK.")
+    service = ai_service(
+        Chats,
+        chat_model=model,
+        chat_memory_provider=window,
+        working_memory=memory,
+        semantic_recall=SemanticRecall(HashingEmbeddingModel(), InMemoryEmbeddingStore()),
+    )
+    service.chat("ann", "ann:1", "My locker code is 4711.")
+    for text in ["Clouds?", "Rain?", "Snow?", "Wind?", "Fog?", "Hail?", "Sleet?", "Sun?"] * 4:
+        service.chat("ann", "ann:1", text)
+    service.chat("ann", "ann:1", "What was my locker code?")
+    last = model.requests[-1]
+    assert systems(last) == [0]
+    text = first_text(last)
+    assert text.index("You help ann.") < text.index("<working_memory>") < text.index("<recalled>")
+    assert "## Name\nAnn\n" in text
+    assert "4711" in text
+    assert window("ann:1").fits(last.messages)  # the window gave up its oldest messages for both
+    assert last.messages[-1] == UserMessage("What was my locker code?")
