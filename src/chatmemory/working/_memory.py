@@ -4,11 +4,11 @@ system message, changed only by patches through a built-in tool.
 Markdown records change one section at a time (`update_section`); structured records (a
 pydantic model, or a JSON object a JSON Schema describes) by JSON merge-patch (`patch`). Either
 way what the model did not mention stays: Mastra's full replace, which lost fields, is not
-offered. Each change is a compare-and-set on
-the store, retried on a fresh read when another writer got there first, so concurrent updates
-for one key all land. An update that would lose or shadow what is stored (the template's
-placeholder, headings inside a section, a field the record does not have) or does not validate
-is refused with a sentence the model reads as the tool's error result; nothing is stored.
+offered. Each change is a compare-and-set on the store, retried on a fresh read when another
+writer got there first, so concurrent updates for one key all land. An update that would lose
+or shadow what is stored (the template's placeholder, headings inside a section, a field the
+record does not have) or does not validate is refused with a sentence the model reads as the
+tool's error result; nothing is stored.
 """
 
 from __future__ import annotations
