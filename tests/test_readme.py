@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 README = Path(__file__).resolve().parent.parent / "README.md"
+SRC = README.parent / "src"
 SNIPPETS = re.findall(r"^```python\n(.*?)^```", README.read_text(encoding="utf-8"), re.M | re.S)
 
 
@@ -26,5 +28,14 @@ def test_snippet_runs(code: str, tmp_path: Path) -> None:
         text=True,
         timeout=120,
         check=False,
+        env=_this_checkout(),
     )
     assert result.returncode == 0, f"{code}\n---\n{result.stderr}"
+
+
+def _this_checkout() -> dict[str, str]:
+    """The environment with this checkout's sources first on the path, so a snippet runs against
+    the code under test even when the installed package is another checkout (a worktree) and a
+    relative PYTHONPATH means nothing in the snippet's directory."""
+    given = os.environ.get("PYTHONPATH", "")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(SRC), given) if p)}

@@ -60,6 +60,7 @@ from ._turn import (
     drive,
     turn,
 )
+from ._working import WorkingStep
 
 __all__ = ["ChatMemoryAccess", "ai_service"]
 
@@ -153,8 +154,14 @@ def ai_service(
       `store_retrieved_content_in_memory=False` memory keeps the user's own words while every
       model call of the turn sees the augmented message. `answer_when_nothing_retrieved` (a text,
       or a function of the user's text) answers without calling the model when nothing is found.
-    * `working_memory` (`chatmemory.working.WorkingMemory`): a record per memory id the model
-      sees at the end of the system message and changes through its built-in tool.
+    * `working_memory` (`chatmemory.working.WorkingMemory`): a record per user (the parameter
+      marked ``Annotated[str, UserId]``, shared by all of the user's conversations; the default
+      ``scope="user"``) or per memory id (``scope="memory"``) the model sees at the end of the
+      first system message of each model call (read before each one, so an update is seen
+      within the turn; never stored) and changes through its built-in tool. The tool's calls
+      and results are seen by the model within the turn but not stored: the stored turn keeps
+      the rest of an AI message that made one (its text, other calls), and the record is what
+      remains of them.
     * `titles` (`ConversationTitles`): after a call whose conversation has no title, one is
       made by a model, in the background unless the titles object says otherwise.
     * `semantic_recall` (`chatmemory.recall.SemanticRecall`): past messages like the user's text
@@ -287,6 +294,9 @@ class _Runtime:
         self.augmentor = augmentor
         self.retrieval = retrieval
         self.working_memory = working_memory
+        self.unstored_tools = frozenset(
+            [working_memory.tool_name] if working_memory is not None else []
+        )
         self.titles = titles
         self.tools = tuple(tools)
         self.tool_providers = tool_providers
@@ -329,6 +339,8 @@ class _Runtime:
                 )
         for plan in declaration.methods.values():
             self._check_models(plan)
+            if working_memory is not None and working_memory.scope == "user":
+                _check_user_id(plan)
             if plan.moderated and moderation_model is None:
                 raise ConfigurationError(
                     f"{plan.where} is marked @moderate, but the service has no moderation "
@@ -439,9 +451,14 @@ class _Runtime:
             if plan.memory_param is not None
             else DEFAULT_MEMORY_ID
         )
+        user_id = arguments[plan.user_id_param] if plan.user_id_param is not None else None
+        if user_id is None and plan.user_id_param is not None and self.working_memory is not None:
+            raise ConfigurationError(
+                f"{plan.where}: the UserId ({plan.user_id_param!r}) is None, but the working "
+                f"memory is per user: pass the user's id"
+            )
         system = self._system(plan, memory_id, values)
         user = self._user(plan, arguments, values)
-        user_id = arguments[plan.user_id_param] if plan.user_id_param is not None else None
         return _Call(
             memory_id,
             system,
@@ -471,9 +488,6 @@ class _Runtime:
                 return None
             template = PromptTemplate(text, clock=self.clock)
         text = template.apply(values).text if template is not None else ""
-        if self.working_memory is not None:  # its text is data: appended, never a template
-            block = self.working_memory.instructions(memory_id)
-            text = f"{text}\n\n{block}" if text else block
         return SystemMessage(text) if text else None
 
     def _user(
@@ -532,12 +546,14 @@ class _Runtime:
             tools=self.tool_options,
             retrieval=self.retrieval,
             memory_id=call.memory_id,
+            unstored_tools=self.unstored_tools,
         )
 
-    def _tools(self, memory_id: str) -> TurnTools:
+    def _tools(self, call: _Call) -> TurnTools:
         toolbox = None
         if self.tools or self.tool_providers:
-            toolbox = Toolbox(self.tools, self.tool_providers, ToolContext(memory_id))
+            context = ToolContext(call.memory_id, call.user_id)
+            toolbox = Toolbox(self.tools, self.tool_providers, context)
         return TurnTools(toolbox, self.tool_options)
 
     def _sync_port(self, plan: MethodPlan, call: _Call) -> SyncPort:
@@ -556,9 +572,10 @@ class _Runtime:
             stream,
             moderate,
             self._pool,
-            self._tools(call.memory_id),
+            self._tools(call),
             self.augmentor,
             self._recall(call),
+            self._working(call),
         )
 
     def _async_port(self, call: _Call) -> AsyncPort:
@@ -576,10 +593,17 @@ class _Runtime:
             astream,
             moderate,
             amoderate is not None,
-            self._tools(call.memory_id),
+            self._tools(call),
             self.augmentor,
             self._recall(call),
+            self._working(call),
         )
+
+    def _working(self, call: _Call) -> WorkingStep | None:
+        if self.working_memory is None:
+            return None
+        key = self.working_memory.key_of(call.memory_id, call.user_id)
+        return WorkingStep(self.working_memory, key)
 
     def _recall(self, call: _Call) -> RecallStep | None:
         if self.semantic_recall is None:
@@ -761,6 +785,17 @@ def _when_nothing(answer: str | Callable[[str], str] | None) -> Callable[[str], 
             f"{answer!r}"
         )
     return lambda _text: answer
+
+
+def _check_user_id(plan: MethodPlan) -> None:
+    """A method of a service whose working memory is per user says whose it is."""
+    if plan.user_id_param is None:
+        raise ConfigurationError(
+            f"{plan.where} has no parameter marked UserId, but the working memory is per user "
+            f"(scope='user', the default: one record shared by all of a user's conversations): "
+            f"add one, e.g. `user: Annotated[str, UserId]`, or keep one record per conversation "
+            f"with WorkingMemory(..., scope='memory')"
+        )
 
 
 def _with_working_memory(tools: list[Tool], memory: WorkingMemory[Any] | None) -> list[Tool]:

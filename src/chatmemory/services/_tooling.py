@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from typing import Literal, TypeAlias
 
 from .._errors import ConfigurationError
-from .._messages import ToolExecutionRequest, ToolExecutionResultMessage
+from .._messages import AiMessage, ChatMessage, ToolExecutionRequest, ToolExecutionResultMessage
 from ..models import ToolSpecification
 from ..tools import (
     AsyncToolProvider,
@@ -159,6 +159,31 @@ def result_message(execution: ToolExecution) -> ToolExecutionResultMessage:
         execution.result,
         is_error=True if execution.is_error else None,
     )
+
+
+def without_tools(messages: Sequence[ChatMessage], names: frozenset[str]) -> list[ChatMessage]:
+    """`messages` without the calls of the tools named `names` and their results: an AI message
+    keeps its text, thinking and other calls, and goes when nothing else is left of it."""
+    if not names:
+        return list(messages)
+    kept: list[ChatMessage] = []
+    for message in messages:
+        if isinstance(message, ToolExecutionResultMessage) and message.tool_name in names:
+            continue
+        if isinstance(message, AiMessage) and any(
+            r.name in names for r in message.tool_execution_requests
+        ):
+            others = [r for r in message.tool_execution_requests if r.name not in names]
+            if not others and not message.text:
+                continue
+            message = AiMessage(
+                message.text,
+                thinking=message.thinking,
+                tool_execution_requests=others,
+                attributes=message.attributes,
+            )
+        kept.append(message)
+    return kept
 
 
 @dataclass(slots=True)

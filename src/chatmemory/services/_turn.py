@@ -64,7 +64,9 @@ from ._tooling import (
     now,
     result_message,
     settle,
+    without_tools,
 )
+from ._working import WorkingStep
 
 __all__ = ["AsyncPort", "Outcome", "Port", "SyncPort", "TurnInput", "adrive", "drive", "turn"]
 
@@ -135,6 +137,9 @@ class TurnInput:
     tools: ToolOptions = field(default_factory=ToolOptions)
     retrieval: Retrieval | None = None
     memory_id: str | None = None
+    unstored_tools: frozenset[str] = frozenset()
+    """Tools whose calls and results the model sees within the turn but the memory does not
+    keep (working memory's: the record itself is what remains of them)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +197,7 @@ def turn(given: TurnInput) -> Flow[Outcome]:
         raise
     if not immediate:
         state.pending.append(state.responses[-1].ai_message)
-    yield from call(Port.commit, state.pending)
+    yield from call(Port.commit, without_tools(state.pending, given.unstored_tools))
     return Outcome(
         content, tuple(state.responses), tuple(state.executions), immediate, state.sources
     )
@@ -511,13 +516,17 @@ class SyncPort:
     tools: TurnTools = field(default_factory=lambda: TurnTools(None, ToolOptions()))
     augmentor: RetrievalAugmentor | None = None
     recall: RecallStep | None = None
+    working: WorkingStep | None = None
     _moderation: concurrent.futures.Future[Moderation] | None = None
 
     def window(self, pending: list[ChatMessage]) -> list[ChatMessage]:
-        if self.memory is None:
-            return list(pending)
-        window = _preview_sync(self.memory, pending)
-        return window if self.recall is None else self.recall.window(self.memory, window)
+        memory = self.memory
+        window = list(pending) if memory is None else _preview_sync(memory, pending)
+        if self.working is not None:
+            window = self.working.window(window, memory)
+        if memory is None or self.recall is None:
+            return window
+        return self.recall.window(memory, window)
 
     def exchange_events(
         self, request: ChatRequest, *, forward: bool
@@ -633,17 +642,23 @@ class AsyncPort:
     tools: TurnTools = field(default_factory=lambda: TurnTools(None, ToolOptions()))
     augmentor: RetrievalAugmentor | None = None
     recall: RecallStep | None = None
+    working: WorkingStep | None = None
     _moderation: asyncio.Future[Moderation] | None = None
     _tasks: list[asyncio.Task[Attempt]] = field(default_factory=list)
 
     async def window(self, pending: list[ChatMessage]) -> list[ChatMessage]:
-        if self.memory is None:
-            return list(pending)
-        if self.memory_is_async:
-            window = await _preview_async(self.memory, pending)
+        memory = self.memory
+        if memory is None:
+            window = list(pending)
+        elif self.memory_is_async:
+            window = await _preview_async(memory, pending)
         else:
-            window = await asyncio.to_thread(_preview_sync, self.memory, pending)
-        return window if self.recall is None else await self.recall.awindow(self.memory, window)
+            window = await asyncio.to_thread(_preview_sync, memory, pending)
+        if self.working is not None:
+            window = await self.working.awindow(window, memory)
+        if memory is None or self.recall is None:
+            return window
+        return await self.recall.awindow(memory, window)
 
     async def exchange_events(self, request: ChatRequest) -> AsyncIterator[ServiceEvent]:
         if self.chat is not None:

@@ -11,7 +11,7 @@ from ._contracts import (
     ToolOutput,
     ToolProvider,
 )
-from ._declare import FunctionTool, P, ToolMemoryId, tool, tool_from
+from ._declare import FunctionTool, P, ToolMemoryId, parse_arguments, tool, tool_from
 
 __all__ = [
     "AsyncToolProvider",
@@ -25,6 +25,7 @@ __all__ = [
     "ToolMemoryId",
     "ToolOutput",
     "ToolProvider",
+    "parse_arguments",
     "tool",
     "tool_from",
 ]

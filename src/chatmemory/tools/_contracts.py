@@ -35,9 +35,11 @@ of the model's response)."""
 
 @dataclass(frozen=True, slots=True)
 class ToolContext:
-    """What a tool may know about the call that runs it."""
+    """What a tool may know about the call that runs it: its memory id, and the user's id when
+    the service method has a parameter marked `UserId`."""
 
     memory_id: str
+    user_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,7 +52,8 @@ from urllib.parse import unquote, urlsplit
 from .._errors import ConfigurationError
 from .._messages import ImageContent
 from ..models import ToolSpecification
-from ._contracts import ReturnBehavior, Tool, ToolArgumentsError, ToolContext, ToolOutput
+from ._contracts import ReturnBehavior, Tool, ToolContext, ToolOutput
+from ._declare import parse_arguments
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -462,23 +463,7 @@ class McpTool:
         return await self._provider._on_loop().arun(call)
 
     def _arguments(self, arguments: str) -> dict[str, Any]:
-        name = self._specification.name
-        try:
-            parsed = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as error:
-            raise ToolArgumentsError(
-                f"the arguments of {name} are not valid JSON ({error.msg} at position "
-                f"{error.pos}); send a JSON object",
-                tool=name,
-                arguments=arguments,
-            ) from None
-        if not isinstance(parsed, dict):
-            raise ToolArgumentsError(
-                f"the arguments of {name} must be a JSON object, got {arguments}",
-                tool=name,
-                arguments=arguments,
-            )
-        return parsed
+        return parse_arguments(arguments, self._specification.name)
 
 
 def _output(result: Any) -> ToolOutput:

@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["merge_patch", "replace_section", "sections"]
+__all__ = ["headings", "merge_patch", "normalised", "replace_section", "section_title", "sections"]
 
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$", re.MULTILINE)
 
@@ -38,6 +38,26 @@ def sections(text: str) -> dict[str, str]:
         end = headings[i + 1].start() if i + 1 < len(headings) else len(text)
         found.setdefault(heading.group(2).strip().lower(), text[heading.end() : end].strip())
     return found
+
+
+def headings(text: str) -> list[str]:
+    """The Markdown headings in `text`, as written (``## Location``)."""
+    return [heading.group(0).strip() for heading in _HEADING.finditer(text)]
+
+
+def section_title(given: str) -> str:
+    """The title a section is named by: `given` stripped, without the ``#`` marks of a heading
+    (``"## Goals"`` names Goals); empty when nothing is left."""
+    given = given.strip()
+    heading = _HEADING.fullmatch(given)
+    return heading.group(2).strip() if heading else given.lstrip("#").strip()
+
+
+def normalised(text: str) -> str:
+    """`text` as Markdown reads it, for comparing: runs of whitespace as one space, blank lines
+    and the ends of lines dropped, case ignored (``"-  First: "`` is ``"- first:"``)."""
+    lines = (" ".join(line.split()) for line in text.splitlines())
+    return "\n".join(line for line in lines if line).casefold()
 
 
 def replace_section(text: str, title: str, content: str) -> str:
