@@ -515,3 +515,21 @@ def test_select_is_exact_and_refuses_what_is_not_a_filter(store: Any) -> None:
     for bad in (None, "user = 'ann'", {"user": "ann"}):
         with pytest.raises(ConfigurationError, match="select\\(\\) takes a Filter"):
             store.select(bad)
+
+
+def test_a_lone_surrogate_is_refused_alike_and_nothing_is_stored(store: Any) -> None:
+    bad = "caf\udce9"  # bytes decoded with errors='surrogateescape'
+    for segments, ids in (
+        ([TextSegment("fine"), TextSegment(bad)], None),
+        ([TextSegment("fine"), TextSegment("x", {"k": bad})], None),
+        ([TextSegment("fine"), TextSegment("x", {bad: 1})], None),
+        ([TextSegment("fine"), TextSegment("x", {"k": ["ok", {"deep": bad}]})], None),
+        ([TextSegment("fine"), TextSegment("x")], ["ok", bad]),
+    ):
+        with pytest.raises(ConfigurationError, match=r"lone surrogate.*nothing was stored"):
+            store.add_all([vec(1), vec(0, 1)], segments, ids=ids)
+    assert store.count() == 0
+    store.add(vec(1), TextSegment("café", {"ключ": "значение"}), id="ünïcode")
+    assert store.select(key("ключ").eq("значение")) == {
+        "ünïcode": TextSegment("café", {"ключ": "значение"})
+    }

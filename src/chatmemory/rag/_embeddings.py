@@ -223,10 +223,20 @@ def check_filter(filter: object) -> Filter:
     return filter
 
 
-def check_metadata(segments: Iterable[TextSegment | None]) -> None:
+def check_metadata(segments: Iterable[TextSegment | None], ids: Iterable[object] = ()) -> None:
     """Refuses, alike on every store, metadata holding NaN or an infinity (nested too): JSON
     (pgvector's jsonb column, LangChain4j's file) has no form for them, and NaN never equals
-    itself, so it could neither come back equal nor be found by a filter."""
+    itself, so it could neither come back equal nor be found by a filter. Refuses as well text,
+    metadata and `ids` holding a lone surrogate (text decoded with errors='surrogateescape'):
+    no database stores it as UTF-8."""
+    for given in ids:
+        if isinstance(given, str) and _unencodable(given):
+            raise ConfigurationError(_SURROGATE.format(what="an id", value=given))
+    for segment in (s for s in segments if s is not None):
+        if _unencodable(segment.text):
+            raise ConfigurationError(_SURROGATE.format(what="a segment's text", value=segment.text))
+        if _unencodable(segment.metadata):
+            raise ConfigurationError(_SURROGATE.format(what="metadata", value=segment.metadata))
     for metadata in (s.metadata for s in segments if s is not None):
         odd = _not_finite(metadata)
         if odd is not None:
@@ -235,6 +245,30 @@ def check_metadata(segments: Iterable[TextSegment | None]) -> None:
                 f"store keeps NaN or an infinity (JSON has no form for them); store None or a "
                 f"str instead"
             )
+
+
+_SURROGATE = (
+    "{what} must be valid Unicode text, but {value!r} holds a lone surrogate (text decoded "
+    "with errors='surrogateescape'?); decode it with errors='replace' or store it otherwise; "
+    "nothing was stored"
+)
+
+
+def _unencodable(value: Any) -> bool:
+    """Whether a str, or any key or value of a (frozen) metadata value, cannot be UTF-8."""
+    if isinstance(value, str):
+        if value.isascii():
+            return False
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, Mapping):
+        return any(_unencodable(k) or _unencodable(v) for k, v in value.items())
+    if isinstance(value, tuple):
+        return any(map(_unencodable, value))
+    return False
 
 
 def _not_finite(value: Any) -> float | None:

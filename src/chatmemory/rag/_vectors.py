@@ -55,7 +55,7 @@ def check_embeddings(
     for given in lined_ids:
         if given is not None and (not isinstance(given, str) or not given):
             raise ConfigurationError(f"an id must be a non-empty str, got {given!r}")
-    check_metadata(lined_segments)
+    check_metadata(lined_segments, lined_ids)
     return lined_segments, lined_ids
 
 

@@ -181,7 +181,7 @@ class PgVectorEmbeddingStore(SingleWrites):
         given: list[TextSegment | None] = (
             list(segments) if segments is not None else [None] * len(embeddings)
         )
-        check_metadata(given)
+        check_metadata(given, chosen)
         from ._pg_filters import jsonb
 
         rows = [

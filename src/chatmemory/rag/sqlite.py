@@ -14,11 +14,13 @@ load) and numpy.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ import numpy as np
 
 from .._errors import ConfigurationError, StoreError
 from .._frozen import thaw
+from .._sqlite import forgetting, scrub
 from ._embeddings import (
     UNSET,
     Embedding,
@@ -61,6 +64,7 @@ def _lock_for(connection: sqlite3.Connection) -> threading.RLock:
 
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+log = logging.getLogger("chatmemory.rag")
 
 
 class SqliteEmbeddingStore(SingleWrites):
@@ -71,7 +75,14 @@ class SqliteEmbeddingStore(SingleWrites):
     write inside a transaction you left open is a savepoint you commit with yours, and
     `close()` leaves the connection open. Thread-safe; several processes may share the file
     (WAL). Adding an id that exists replaces it. `search_text` ranks segments by FTS5's BM25
-    for `FullTextContentRetriever` and `HybridContentRetriever`."""
+    for `FullTextContentRetriever` and `HybridContentRetriever`.
+
+    A removed row is overwritten in the file (``secure_delete``, set on the connection, also on
+    one you gave); `scrub()` also merges the full-text index, where FTS5 keeps removed words
+    until a merge, and empties the ``-wal`` file (`forget_user` calls it). A stored row that
+    cannot be read (a vector of the wrong length, metadata that is not a JSON object: written
+    by another program, or a damaged file) is left out of every search and logged with its id;
+    the other rows keep working, `unreadable()` lists such rows and `repair()` removes them."""
 
     def __init__(
         self, path: str | Path | sqlite3.Connection = ":memory:", *, table: str = "embeddings"
@@ -100,6 +111,7 @@ class SqliteEmbeddingStore(SingleWrites):
                 )
                 if self.path != ":memory:":
                     self._db.execute("PRAGMA journal_mode=WAL")
+            forgetting(self._db)
             self._create()
         except sqlite3.Error as error:
             raise StoreError(f"cannot open {self.path!r}: {error}", store=self) from None
@@ -107,6 +119,7 @@ class SqliteEmbeddingStore(SingleWrites):
         self._cache = VectorIndex()
         self._rowids: dict[int, str] = {}  # the cache's rows: rowid -> id
         self._rowid_of: dict[str, int] = {}  # and id -> rowid
+        self._damaged: dict[str, str] = {}  # rows that cannot be read: id -> why
         self._version: int | None = None  # PRAGMA data_version when the cache was read
         self._shape = (0, 0)  # row count and max rowid the cache holds
 
@@ -308,6 +321,8 @@ class SqliteEmbeddingStore(SingleWrites):
             gone = self._cache.remove(deleted)
             for row_id in deleted:
                 self._rowids.pop(self._rowid_of.pop(row_id, -1), None)
+                if self._damaged.pop(row_id, None) is not None:
+                    gone += 1  # a row the cache never held left the table too
             new = self._db.execute(
                 f"SELECT rowid, id FROM {self.table} WHERE rowid > ? ORDER BY rowid",
                 (int(known_top),),
@@ -357,6 +372,7 @@ class SqliteEmbeddingStore(SingleWrites):
                 self._version, self._shape = version, (int(count), int(top))
                 return
         fresh, rowids, rowid_of = VectorIndex(), dict[int, str](), dict[str, int]()
+        self._damaged = {}
         self._load(self._rows(""), fresh, rowids, rowid_of)
         self._cache, self._rowids, self._rowid_of = fresh, rowids, rowid_of
         self._version, self._shape = version, (int(count), int(top))
@@ -366,20 +382,114 @@ class SqliteEmbeddingStore(SingleWrites):
             f"SELECT id, vector, text, metadata, rowid FROM {self.table} {where} ORDER BY rowid"
         ).fetchall()
 
-    @staticmethod
     def _load(
+        self,
         rows: list[tuple[Any, ...]],
         index: VectorIndex,
         rowids: dict[int, str],
         rowid_of: dict[str, int],
     ) -> None:
+        """Add `rows` to `index`; a row that cannot be read (written by another program, or a
+        damaged file) is left out, logged once with its id, and listed by `unreadable()`."""
         if not rows:
             return
-        vectors = np.stack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
-        segments = [
-            None if r[2] is None else TextSegment(r[2], json.loads(r[3]) if r[3] else {})
-            for r in rows
-        ]
-        index.append([r[0] for r in rows], vectors, segments)
-        rowids.update((int(r[4]), r[0]) for r in rows)
-        rowid_of.update((r[0], int(r[4])) for r in rows)
+        dimension = index.dimension or _usual_dimension(rows)
+        good: list[tuple[str, Any, TextSegment | None, int]] = []
+        for row_id, blob, text, metadata, rowid in rows:
+            try:
+                vector, segment = _decoded(blob, text, metadata, dimension)
+            except ValueError as error:
+                if self._damaged.get(row_id) != str(error):
+                    log.warning(
+                        "the embedding %r in %r cannot be read (%s): it is left out of every "
+                        "search; remove it with repair()",
+                        row_id,
+                        self,
+                        error,
+                    )
+                self._damaged[row_id] = str(error)
+                continue
+            self._damaged.pop(row_id, None)
+            good.append((row_id, vector, segment, int(rowid)))
+        if not good:
+            return
+        index.append([g[0] for g in good], np.stack([g[1] for g in good]), [g[2] for g in good])
+        rowids.update((g[3], g[0]) for g in good)
+        rowid_of.update((g[0], g[3]) for g in good)
+
+    def unreadable(self) -> dict[str, str]:
+        """The stored embeddings that cannot be read, by id, with the reason: left out of every
+        search until `repair()` or `remove` takes them away."""
+        with self._lock, self._errors("read the embeddings"):
+            self._refresh()
+            return {i: why for i, why in self._damaged.items() if i in self._stored(self._damaged)}
+
+    def repair(self) -> list[str]:
+        """Remove the embeddings that cannot be read; their ids."""
+        with self._lock, self._errors("repair the embeddings"):
+            self._refresh()
+            doomed = sorted(self._stored(self._damaged))
+            if doomed:
+                with self._writing():
+                    self._db.executemany(
+                        f"DELETE FROM {self.table} WHERE id = ?", [(i,) for i in doomed]
+                    )
+                self._damaged.clear()
+                self._version = None
+        return doomed
+
+    def _stored(self, ids: Iterable[str]) -> set[str]:
+        """Those of `ids` the table holds (another connection may have removed some)."""
+        chosen = list(ids)
+        if not chosen:
+            return set()
+        marks = ",".join("?" * len(chosen))
+        rows = self._db.execute(f"SELECT id FROM {self.table} WHERE id IN ({marks})", chosen)
+        return {row[0] for row in rows}
+
+    def scrub(self) -> bool:
+        """Make what was removed unreadable in the file: the full-text index is merged into one
+        segment without the removed words (FTS5 otherwise keeps them until a merge), deleted
+        pages are zeroed (``secure_delete``) and the ``-wal`` file is emptied into the database.
+        False when another connection's read kept the ``-wal`` file from being emptied.
+        `forget_user` calls it."""
+        with self._lock, self._errors("scrub the embeddings"):
+            with self._writing():
+                self._db.execute(
+                    f"INSERT INTO {self.table}_fts({self.table}_fts) VALUES ('optimize')"
+                )
+            if self.path == ":memory:" or self._db.in_transaction:
+                return True
+            return scrub(self._db)
+
+
+def _usual_dimension(rows: list[tuple[Any, ...]]) -> int:
+    """The vector length most rows have (in floats), which a damaged row does not."""
+    lengths = Counter(len(r[1]) // 4 for r in rows if isinstance(r[1], bytes) and r[1])
+    return lengths.most_common(1)[0][0] if lengths else 0
+
+
+def _decoded(
+    blob: object, text: object, metadata: object, dimension: int
+) -> tuple[Any, TextSegment | None]:
+    """A stored row's vector and segment; ValueError saying what is wrong with it."""
+    if not isinstance(blob, bytes) or len(blob) != 4 * dimension or not dimension:
+        size = len(blob) if isinstance(blob, bytes) else type(blob).__name__
+        raise ValueError(f"its vector is {size} bytes, not {4 * dimension}")
+    vector = np.frombuffer(blob, dtype=np.float32)
+    if not np.isfinite(vector).all():
+        raise ValueError("its vector holds NaN or an infinity")
+    if text is None:
+        return vector, None
+    if not isinstance(text, str):
+        raise ValueError(f"its text is {type(text).__name__}, not text")
+    try:
+        meta = json.loads(metadata) if isinstance(metadata, (str, bytes)) and metadata else {}
+    except (ValueError, RecursionError, TypeError):
+        raise ValueError("its metadata is not JSON") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"its metadata is {type(meta).__name__}, not a JSON object")
+    try:
+        return vector, TextSegment(text, meta)
+    except ConfigurationError as error:
+        raise ValueError(f"its metadata cannot be read: {error}") from None
