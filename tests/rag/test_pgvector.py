@@ -262,3 +262,38 @@ def test_the_cli_ingests_into_and_asks_pgvector(dsn: str, tmp_path: Path) -> Non
     assert "Refunds take five business days." in asked.output
     with PgVectorEmbeddingStore(dsn, dimension=384, table=table) as store:
         store.remove_all()
+
+
+def test_forgetting_a_user_leaves_no_row_of_theirs_in_the_recall_table(
+    store: PgVectorEmbeddingStore, dsn: str
+) -> None:
+    """The recall index on pgvector after `forget_user`: every row of the user is deleted
+    (found by an exact metadata lookup, however many users share the table), the other user's
+    rows are all there."""
+    import psycopg
+
+    from chatmemory import InMemoryChatMemoryStore, MessageWindowChatMemory, UserMessage
+    from chatmemory.forget import forget_user
+    from chatmemory.rag import HashingEmbeddingModel
+    from chatmemory.recall import SemanticRecall
+
+    chats = InMemoryChatMemoryStore()
+    recall = SemanticRecall(HashingEmbeddingModel(DIMENSION), store, scope="user")
+    for n in range(30):
+        for user in ("ann", "bob"):
+            memory_id = f"{user}-chat-{n}"
+            memory = MessageWindowChatMemory(id=memory_id, max_messages=1, store=chats)
+            secret = "zebra4711" if user == "ann" else "walrus"
+            memory.add(UserMessage(f"{user} secret {n}: {secret}"))
+            memory.add(UserMessage("and more"))
+            recall.index(chats, memory_id, user_id=user)
+    report = forget_user("ann", store=chats, recall=recall)
+    assert (len(report.conversations), report.recall_entries) == (30, 90)
+    from psycopg import sql
+
+    with psycopg.connect(dsn) as conn:
+        statement = sql.SQL("SELECT t::text FROM {} t").format(sql.Identifier(store.table))
+        rows = [r[0] for r in conn.execute(statement)]
+    assert not [row for row in rows if "zebra4711" in row or "ann-chat" in row]
+    assert sum("walrus" in row for row in rows) == 30
+    assert not forget_user("ann", store=chats, recall=recall)
