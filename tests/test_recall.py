@@ -363,3 +363,30 @@ def test_identical_words_are_embedded_once(store: SqliteChatMemoryStore) -> None
     assert recall.index(store, "ann") == 80
     assert sorted(embedded) == ["Sure.", "ok"]
     assert len(recall.store.select(key("kind").eq("chatmemory_recall"))) == 80  # type: ignore[attr-defined]
+
+
+def test_a_store_of_ones_own_without_select_is_searched_by_its_filter(
+    store: SqliteChatMemoryStore,
+) -> None:
+    """An embedding store with the four LangChain4j methods only: recall finds marks and what
+    to forget through its filtered search."""
+    from tests.rag.doubles import DIMENSION, ListStore
+
+    vectors = ListStore()
+    recall = SemanticRecall(HashingEmbeddingModel(DIMENSION), vectors, scope="user")
+    memory = MessageWindowChatMemory(id="ann:1", max_messages=2, store=store)
+    chat_with_a_fact(memory)
+    assert recall.index(store, "ann:1", user_id="ann") == 16
+    again = SemanticRecall(HashingEmbeddingModel(DIMENSION), vectors, scope="user")
+    assert again.index(store, "ann:1", user_id="ann") == 0  # its mark was found
+    assert recall.recall(store, "ann:2", "locker code", user_id="ann")
+    assert recall.memory_ids_of("ann") == ["ann:1"]
+    assert asyncio.run(recall.amemory_ids_of("ann")) == ["ann:1"]
+    assert asyncio.run(recall.aforget(user_id="ann")) == 17  # 16 messages and the mark
+    assert recall.forget(memory_id="ann:1") == 0
+    assert recall.memory_ids_of("ann") == []
+    for bad in ({}, {"memory_id": ""}, {"user_id": 7}):
+        with pytest.raises(ConfigurationError, match="forget\\(\\)"):
+            recall.forget(**bad)
+    with pytest.raises(ConfigurationError, match="non-empty user id"):
+        recall.memory_ids_of("")
