@@ -51,6 +51,70 @@ def test_a_word_too_large_goes_to_characters() -> None:
     assert texts(WordSplitter(4), "ab abcdefghij") == ["ab", "abcd", "efgh", "ij"]
 
 
+STORY = (
+    "The shop was quiet that evening. When Mrs. Jenkins approached the desk, night had fallen. "
+    "Dr. Watson paid $3.50 in the U.S. office at 5 p.m. yesterday. He left."
+)
+
+
+def test_sentences_end_where_sentences_end_not_at_abbreviations() -> None:
+    assert texts(SentenceSplitter(69), STORY) == [
+        "The shop was quiet that evening.",
+        "When Mrs. Jenkins approached the desk, night had fallen.",
+        "Dr. Watson paid $3.50 in the U.S. office at 5 p.m. yesterday.",
+        "He left.",
+    ]
+
+
+def test_a_name_is_never_cut_from_its_title_when_sentences_fit() -> None:
+    for max_size in range(64, 200, 7):  # the longest sentence has 63 characters
+        for segment in texts(ParagraphSplitter(max_size), STORY):
+            assert not re.search(r"\b(Mrs|Dr|U\.S|p\.m)\.$", segment), (max_size, segment)
+
+
+def test_a_long_paragraph_is_read_in_windows_without_moving_a_sentence_end() -> None:
+    pool = [
+        "When Mrs. Jenkins approached, night had fallen.",
+        "Dr. Watson paid $3.50 in the U.S. office at 5 p.m. yesterday.",
+        "He read.",
+        "Was it 3.14 or e.g. pi?",
+        "Some places and stories remain etched in our souls, offering lessons and moments.",
+    ]
+    chosen = [pool[(i * 7) % len(pool)] for i in range(900)]  # about 35,000 characters
+    text = " ".join(chosen)
+    ends, position = set(), 0
+    for sentence in chosen:
+        position = text.index(sentence, position) + len(sentence)
+        ends.add(position)
+    segments = SentenceSplitter(90).split(Document(text))
+    for segment in segments:
+        assert segment.metadata[DocumentKey.START] + len(segment.text) in ends, segment.text
+    assert "".join(s.text + " " for s in segments) == text + " "
+
+
+def test_a_long_paragraph_without_a_sentence_end_is_split_by_words() -> None:
+    text = " ".join(f"word{i % 97}" for i in range(8000))  # about 55,000 characters
+    segments = SentenceSplitter(500).split(Document(text))
+    assert " ".join(s.text for s in segments) == text
+    assert all(len(s.text) <= 500 for s in segments)
+
+
+def test_text_the_sentence_rules_stumble_on_is_kept() -> None:
+    # pysbd uses "∯" as a mark of its own and drops the sentence holding one
+    assert texts(SentenceSplitter(20), "Price a∯b here. Next one.") == [
+        "Price a∯b here.",
+        "Next one.",
+    ]
+
+
+def test_line_breaks_inside_a_paragraph_do_not_end_sentences() -> None:
+    wrapped = "Refunds take five days\nfor cards. Bank transfers\ntake longer."
+    assert texts(SentenceSplitter(40), wrapped) == [
+        "Refunds take five days\nfor cards.",
+        "Bank transfers\ntake longer.",
+    ]
+
+
 def test_overlap_repeats_whole_words_of_the_previous_segment() -> None:
     segments = texts(SentenceSplitter(40, 12), TEXT)
     assert segments[:3] == [

@@ -6,13 +6,20 @@ large goes to sentences, a sentence too large to words, a word too large to char
 them, a segment is always a slice of the document's own text (its whitespace kept), so a segment
 can be found again in its source, and the overlap is the longest run of whole words at the end of
 the previous segment that fits in `overlap`.
+
+Sentences are found by pysbd's rules (the Golden Rules: "Mrs.", "U.S.", "$3.50", "p.m." end no
+sentence), which ship with it: nothing is downloaded. A sentence never crosses a paragraph break,
+and a line break inside a paragraph is read as a space (hard-wrapped text and PDF pages break
+lines in mid-sentence).
 """
 
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Callable, Iterator
-from typing import ClassVar, Protocol, runtime_checkable
+from itertools import pairwise
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from .._errors import ConfigurationError
 from .._tokens import TokenCountEstimator
@@ -22,12 +29,20 @@ from ._values import TextSegment
 __all__ = ["DocumentSplitter", "ParagraphSplitter", "SentenceSplitter", "WordSplitter"]
 
 _PARAGRAPH = re.compile(r"\n[ \t\r\f\v]*\n\s*")
-_SENTENCE = re.compile(r"(?<=[.!?…。！？])\s+")
 _WORD = re.compile(r"\s+")
-_LEVELS: tuple[re.Pattern[str] | None, ...] = (_PARAGRAPH, _SENTENCE, _WORD, None)
+_LINE_BREAKS = str.maketrans(dict.fromkeys("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029", " "))
+
+_WINDOW = 2_000
+"""Characters given to pysbd at once: its abbreviation pass rewrites the whole text it is given
+for each abbreviation it meets, so a paragraph is read a window at a time (a megabyte at once
+would take minutes)."""
+_LARGEST_WINDOW = 16_000
+"""A window grows (doubles) until it holds two sentence ends; past this, its ends are taken as
+found."""
 
 Span = tuple[int, int]
 Piece = tuple[Span, tuple[Span, ...]]
+Units = Callable[[str, int, int], Iterator[Span]]
 
 
 @runtime_checkable
@@ -97,7 +112,7 @@ class _RecursiveSplitter:
         units too large they were cut from: only pieces of the same unit are packed together."""
 
         def descend(a: int, b: int, level: int, within: tuple[Span, ...]) -> Iterator[Piece]:
-            for start, end in _spans(text, a, b, _LEVELS[level]):
+            for start, end in _LEVELS[level](text, a, b):
                 if size(start, end) <= self.max_size or level == len(_LEVELS) - 1:
                     yield (start, end), within
                 else:
@@ -149,10 +164,8 @@ class _Packer:
         return best
 
 
-def _spans(text: str, a: int, b: int, separator: re.Pattern[str] | None) -> Iterator[Span]:
-    if separator is None:
-        yield from ((i, i + 1) for i in range(a, b) if not text[i].isspace())
-        return
+def _spans(text: str, a: int, b: int, separator: re.Pattern[str]) -> Iterator[Span]:
+    """The stripped, non-empty spans of text[a:b] between the matches of `separator`."""
     start = a
     for match in separator.finditer(text, a, b):
         yield from _stripped(text, start, match.start())
@@ -167,6 +180,84 @@ def _stripped(text: str, a: int, b: int) -> Iterator[Span]:
         b -= 1
     if a < b:
         yield a, b
+
+
+def _paragraphs(text: str, a: int, b: int) -> Iterator[Span]:
+    return _spans(text, a, b, _PARAGRAPH)
+
+
+def _sentences(text: str, a: int, b: int) -> Iterator[Span]:
+    """The sentences of text[a:b], paragraph by paragraph."""
+    for start, end in _paragraphs(text, a, b):
+        bounds = [start, *_sentence_starts(text, start, end), end]
+        for one, two in pairwise(bounds):
+            yield from _stripped(text, one, two)
+
+
+def _words(text: str, a: int, b: int) -> Iterator[Span]:
+    return _spans(text, a, b, _WORD)
+
+
+def _characters(text: str, a: int, b: int) -> Iterator[Span]:
+    return ((i, i + 1) for i in range(a, b) if not text[i].isspace())
+
+
+_LEVELS: tuple[Units, ...] = (_paragraphs, _sentences, _words, _characters)
+
+
+def _sentence_starts(text: str, a: int, b: int, language: str = "en") -> Iterator[int]:
+    """Where the sentences of the paragraph text[a:b] start (after `a`), read `_WINDOW`
+    characters at a time: a window's last sentence may be cut short by its end, so only the
+    starts before the last are taken, and the next window starts at the last one taken."""
+    start, size = a, _WINDOW
+    while True:
+        end = _window_end(text, start, b, size)
+        found = [x for x in _pysbd_starts(text, start, end, language) if x > start]
+        if end == b or size >= _LARGEST_WINDOW:
+            yield from found
+            if end == b:
+                return
+            start, size = end, _WINDOW
+        elif len(found) < 2:
+            size *= 2
+        else:
+            yield from found[:-1]
+            start, size = found[-2], _WINDOW
+
+
+def _window_end(text: str, start: int, b: int, size: int) -> int:
+    """`start + size`, moved back to a space (a window never ends inside a word), or `b`."""
+    if start + size >= b:
+        return b
+    space = max(text.rfind(" ", start, start + size), text.rfind("\n", start, start + size))
+    return space if space > start else start + size
+
+
+def _pysbd_starts(text: str, a: int, b: int, language: str) -> list[int]:
+    """Where pysbd's sentences of text[a:b] start. Line breaks are read as spaces (the same
+    length: offsets hold). A sentence pysbd gives back changed (it cannot be found where it
+    should be) is taken as part of the one before: text is never lost."""
+    window = text[a:b].translate(_LINE_BREAKS)
+    starts: list[int] = []
+    position = 0
+    for sentence in _segmenter(language).segment(window):
+        stripped = sentence.strip()
+        found = window.find(stripped, position) if stripped else -1
+        if found >= 0:
+            starts.append(a + found)
+            position = found + len(stripped)
+    return starts
+
+
+def _segmenter(language: str) -> Any:
+    """A pysbd segmenter (one per call: a segmenter keeps the text it segments)."""
+    with warnings.catch_warnings():
+        # pysbd 0.3.4 has regexes in plain strings ("\s"): compiling them without a cached .pyc
+        # warns, which -W error would turn into an import failure
+        warnings.simplefilter("ignore", (DeprecationWarning, SyntaxWarning))
+        import pysbd
+
+    return pysbd.Segmenter(language=language, clean=False)
 
 
 class ParagraphSplitter(_RecursiveSplitter):
