@@ -11,11 +11,21 @@ and overlaps. Where the segments differ on purpose, the test says how:
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 
-from chatmemory import OpenAiTokenCountEstimator
-from chatmemory.rag import Document, DocumentKey, ParagraphSplitter, SentenceSplitter, TextSegment
+from chatmemory import ConfigurationError, OpenAiTokenCountEstimator
+from chatmemory.rag import (
+    Document,
+    DocumentKey,
+    ParagraphSplitter,
+    RegexSplitter,
+    SentenceSplitter,
+    TextSegment,
+    WordSplitter,
+    recursive_splitter,
+)
 
 GPT_3_5_TURBO = OpenAiTokenCountEstimator("gpt-3.5-turbo")
 
@@ -268,7 +278,7 @@ def test_paragraph_crlf_line_endings() -> None:
     ]
 
 
-# -- HierarchicalDocumentSplitterTest (the parts that need no sub-splitter)
+# -- HierarchicalDocumentSplitterTest
 
 
 def test_a_part_without_a_sentence_before_a_paragraph() -> None:
@@ -283,3 +293,90 @@ def test_a_part_without_a_sentence_between_paragraphs() -> None:
         "A normal paragraph first.",
         "Another normal paragraph.",
     ]
+
+
+class EmptyResultSplitter:
+    """A sub-splitter that finds nothing (HierarchicalDocumentSplitterTest's)."""
+
+    def split(self, document: Document) -> list[TextSegment]:
+        return []
+
+
+def test_a_sub_splitter_that_returns_nothing_is_an_error() -> None:
+    splitter = RegexSplitter(r"\.", 50, sub_splitter=EmptyResultSplitter())
+    with pytest.raises(ConfigurationError) as info:
+        splitter.split(Document("a" * 100))
+    message = str(info.value)
+    assert "EmptyResultSplitter" in message
+    assert "returned no segments" in message
+    assert "100 characters long" in message
+
+
+# -- DocumentByRegexSplitterTest
+
+
+@pytest.mark.parametrize("separator", [" ", ",", "\n", "\n\n"])
+def test_regex_split_by(separator: str) -> None:
+    text = f"one{separator}two{separator}three"
+    assert texts(RegexSplitter(re.escape(separator), 5), text) == ["one", "two", "three"]
+
+
+def test_regex_parts_share_a_segment_when_they_fit() -> None:
+    # LangChain4j joins them with its joinDelimiter ("one\ntwo"); the slice keeps the text's " "
+    assert texts(RegexSplitter(" ", 10), "one two three") == ["one two", "three"]
+
+
+def test_regex_part_too_large_goes_to_the_sub_splitter() -> None:
+    text = "This is a first line.\nThis is a second line.\n\nThis is a third line."
+    splitter = RegexSplitter("\n", 15, sub_splitter=WordSplitter(15))
+    assert texts(splitter, text) == [
+        "This is a first",
+        "line.",
+        "This is a",
+        "second line.",
+        "This is a third",
+        "line.",
+    ]
+
+
+def test_regex_part_too_large_without_a_sub_splitter_is_an_error() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        RegexSplitter(",", 10).split(Document("short,a part that is far too long"))
+    assert str(info.value) == (
+        "the text 'a part that is far too long' (27 characters long) does not fit in a segment "
+        "(10 characters) and RegexSplitter(',', 10 chars, overlap=0) has no sub_splitter to "
+        "split it further: pass sub_splitter=WordSplitter(10), for one"
+    )
+
+
+# -- DocumentSplitters.recursive
+
+
+def test_recursive_goes_from_paragraphs_to_lines_to_sentences_to_words() -> None:
+    text = (
+        "Short paragraph.\n\n"
+        "A first line of a long paragraph\nA second line of it\n\n"
+        "One line with sentences. Mrs. Jenkins wrote it. Then she left.\n\n"
+        "Averyveryverylongword"
+    )
+    splitter = recursive_splitter(30)
+    assert texts(splitter, text) == [
+        "Short paragraph.",
+        "A first line of a long",  # a line too long goes to sentences, then words
+        "paragraph",
+        "A second line of it",
+        "One line with sentences.",
+        "Mrs. Jenkins wrote it.",
+        "Then she left.",
+        "Averyveryverylongword",
+    ]
+    assert texts(recursive_splitter(10), "Averyveryverylongword") == [
+        "Averyveryv",
+        "erylongwor",
+        "d",
+    ]
+    assert repr(splitter) == (
+        "ParagraphSplitter(30 chars, overlap=0, sub_splitter=LineSplitter(30 chars, overlap=0, "
+        "sub_splitter=SentenceSplitter(30 chars, overlap=0, sub_splitter=WordSplitter(30 chars, "
+        "overlap=0))))"
+    )
