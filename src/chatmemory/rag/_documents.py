@@ -33,6 +33,10 @@ class DocumentKey:
     """SHA-256 of the file and of how it was embedded: a changed file (or model) re-ingests."""
     EMBEDDING_MODEL = "embedding_model"
     """Which model made the segment's embedding (a query must use the same one)."""
+    FILE_SEGMENTS = "file_segments"
+    """How many segments a file has, on its last segment only. The ingestor stores that one
+    last, in the last batch: a file counts as ingested only once it is there, so an ingest cut
+    short is completed by the next run."""
 
 
 @dataclass(frozen=True, slots=True)
