@@ -65,7 +65,47 @@ def test_a_directory_is_ingested_file_by_file_with_metadata(library: Path) -> No
     segment = next(s for _, _, s in store.entries if s is not None and "five" in s.text)
     assert segment.metadata[DocumentKey.EMBEDDING_MODEL] == "WordsModel/64"
     assert len(segment.metadata[DocumentKey.FILE_HASH]) == 64
-    assert str(report) == "3 file(s) ingested, 0 unchanged, 7 segment(s) stored"
+    assert report.ignored == {"unsupported .png": 1}
+    assert str(report) == (
+        "3 file(s) ingested, 0 unchanged, 7 segment(s) stored, 1 ignored (1 unsupported .png)"
+    )
+
+
+def test_files_left_out_are_counted_by_reason(library: Path) -> None:
+    (library / "notes").mkdir()
+    (library / "notes" / "empty.md").write_text(" \n\n ", encoding="utf-8")
+    (library / "notes" / "Makefile").write_text("all:", encoding="utf-8")
+    (library / "notes" / "sheet.xlsx").write_bytes(b"x")
+    (library / "notes" / "more.PNG").write_bytes(b"x")
+    (library / "bad.pdf").write_bytes(b"garbage")
+    report = Ingestor(WordsModel(), ListStore(), splitter=SentenceSplitter(30)).ingest([library])
+    assert report.ignored == {
+        "no text": 1,
+        "unsupported (no suffix)": 1,
+        "unsupported .png": 2,
+        "unsupported .xlsx": 1,
+    }
+    assert list(report.failed) == [str(library / "bad.pdf")]
+    assert str(report) == (
+        "3 file(s) ingested, 0 unchanged, 7 segment(s) stored, 5 ignored (1 no text, "
+        "1 unsupported (no suffix), 2 unsupported .png, 1 unsupported .xlsx), 1 failed"
+    )
+    again = Ingestor(WordsModel(), ListStore(), splitter=SentenceSplitter(30))
+    assert asyncio.run(again.aingest([library])).ignored == report.ignored
+
+
+def test_a_file_emptied_loses_its_segments(library: Path) -> None:
+    store = ListStore()
+    ingestor = Ingestor(WordsModel(), store, splitter=SentenceSplitter(30))
+    ingestor.ingest([library / "refunds.md"])
+    (library / "refunds.md").write_text("", encoding="utf-8")
+    report = ingestor.ingest([library / "refunds.md"])
+    assert (report.files, report.replaced, report.ignored, store.entries) == (
+        0,
+        1,
+        {"no text": 1},
+        [],
+    )
 
 
 def test_embeddings_are_made_in_batches(library: Path) -> None:

@@ -62,4 +62,7 @@ def ingest(
             report = ingestor.ingest(list(paths), progress=tell)
     click.echo(f"{report}, into {store!r} with {ingestor.label}")
     for path, reason in report.failed.items():
-        click.echo(f"skipped {path}: {reason}", err=True)
+        click.echo(f"failed {path}: {reason}", err=True)
+    if report.failed and not report.files and not report.skipped:
+        click.echo("nothing was ingested: every file failed", err=True)
+        raise SystemExit(1)

@@ -58,7 +58,9 @@ class IngestProgress:
 class IngestReport:
     """What an ingestion did: files ingested (`resumed` of them completed what a run cut short
     had begun), files skipped as unchanged, segments stored, files whose old version was
-    replaced, and files that could not be read with the reason."""
+    replaced, files left out counted by reason (`ignored`: "unsupported .png" for a file of a
+    directory that chatmemory does not read, "no text" for a file with nothing to embed), and
+    files that could not be read with the reason."""
 
     files: int = 0
     skipped: int = 0
@@ -66,6 +68,7 @@ class IngestReport:
     replaced: int = 0
     failed: dict[str, str] = field(default_factory=dict)
     resumed: int = 0
+    ignored: dict[str, int] = field(default_factory=dict)
 
     def __str__(self) -> str:
         resumed = f" ({self.resumed} resumed)" if self.resumed else ""
@@ -75,6 +78,9 @@ class IngestReport:
         )
         if self.replaced:
             text += f", {self.replaced} file(s) replaced"
+        if self.ignored:
+            reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(self.ignored.items()))
+            text += f", {sum(self.ignored.values())} ignored ({reasons})"
         if self.failed:
             text += f", {len(self.failed)} failed"
         return text
@@ -125,9 +131,26 @@ class Ingestor:
         progress: Callable[[IngestProgress], None] | None = None,
     ) -> IngestReport:
         """Ingest files, directories (their supported files, recursively, in name order) and
-        documents. A file that cannot be read is reported in `failed`, the others go on."""
-        items = _expand(sources)
-        report = IngestReport()
+        documents. A file that cannot be read is reported in `failed`, the others go on; the
+        other files of a directory, and files without text, are counted in `ignored`."""
+        return self._ingest(*_expand(sources), progress)
+
+    async def aingest(
+        self,
+        sources: Sources,
+        *,
+        progress: Callable[[IngestProgress], None] | None = None,
+    ) -> IngestReport:
+        """`ingest` on a worker thread: reading, splitting and embedding never block the loop."""
+        return await asyncio.to_thread(self._ingest, *_expand(sources), progress)
+
+    def _ingest(
+        self,
+        items: list[Path | Document],
+        ignored: dict[str, int],
+        progress: Callable[[IngestProgress], None] | None,
+    ) -> IngestReport:
+        report = IngestReport(ignored=ignored)
         counts = [0, 0]  # segments, embeddings
 
         def tell(done: int, current: str | None) -> None:
@@ -146,15 +169,6 @@ class Ingestor:
         tell(len(items), None)
         return report
 
-    async def aingest(
-        self,
-        sources: Sources,
-        *,
-        progress: Callable[[IngestProgress], None] | None = None,
-    ) -> IngestReport:
-        """`ingest` on a worker thread: reading, splitting and embedding never block the loop."""
-        return await asyncio.to_thread(self.ingest, _expand(sources), progress=progress)
-
     def _ingest_file(
         self, path: Path, report: IngestReport, counts: list[int], told: Callable[[], None]
     ) -> None:
@@ -171,11 +185,13 @@ class Ingestor:
             except ConfigurationError as exc:  # this file only: the others go on
                 report.failed[str(path)] = str(exc)
                 return
-            resumed = self._complete(
-                source, digest, self._segments(documents, digest), counts, told
-            )
-            report.files += 1
-            report.resumed += resumed
+            segments = self._segments(documents, digest)
+            resumed = self._complete(source, digest, segments, counts, told)
+            if segments:
+                report.files += 1
+                report.resumed += resumed
+            else:
+                _count(report.ignored, "no text")
         if older:  # removed only once the new version is stored
             self.store.remove_all(filter=_older(source, digest))
             report.replaced += 1
@@ -273,11 +289,14 @@ def _older(source: str, digest: str) -> Filter:
     return key(DocumentKey.SOURCE).eq(source) & key(DocumentKey.FILE_HASH).ne(digest)
 
 
-def _expand(sources: Sources | list[Path | Document]) -> list[Path | Document]:
+def _expand(sources: Sources) -> tuple[list[Path | Document], dict[str, int]]:
+    """The files and documents to ingest, in order, and the files of the directories left out
+    (not of a kind chatmemory reads), counted by reason."""
     if isinstance(sources, (str, Path, Document)):
         sources = [sources]
     suffixes = set(supported_suffixes())
     out: list[Path | Document] = []
+    ignored: dict[str, int] = {}
     for source in sources:
         if isinstance(source, Document):
             out.append(source)
@@ -286,11 +305,17 @@ def _expand(sources: Sources | list[Path | Document]) -> list[Path | Document]:
             raise ConfigurationError(f"ingest() takes paths and Documents, got {source!r}")
         path = Path(source)
         if path.is_dir():
-            out.extend(
-                sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in suffixes)
-            )
+            for found in sorted(p for p in path.rglob("*") if p.is_file()):
+                if found.suffix.lower() in suffixes:
+                    out.append(found)
+                else:
+                    _count(ignored, f"unsupported {found.suffix.lower() or '(no suffix)'}")
         elif path.exists():
             out.append(path)
         else:
             raise ConfigurationError(f"{str(path)!r} does not exist")
-    return out
+    return out, ignored
+
+
+def _count(counts: dict[str, int], reason: str) -> None:
+    counts[reason] = counts.get(reason, 0) + 1
