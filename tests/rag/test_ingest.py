@@ -4,7 +4,8 @@ replaces what changed without ever leaving a file unsearchable."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import uuid
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from chatmemory.rag import (
     DocumentKey,
     Embedding,
     EmbeddingSearchRequest,
+    EmbeddingStore,
     HashingEmbeddingModel,
     Ingestor,
     IngestProgress,
@@ -24,9 +26,11 @@ from chatmemory.rag import (
     TextSegment,
     key,
 )
+from tests.conftest import server_unavailable
 
-from .doubles import ListStore, WordsModel
+from .doubles import DIMENSION, ListStore, WordsModel
 from .pdf_helper import write_pdf
+from .pgvector_server import pgvector_dsn
 
 
 @pytest.fixture
@@ -262,13 +266,48 @@ def open_store(kind: str, path: Path) -> InMemoryEmbeddingStore | SqliteEmbeddin
 def test_an_ingest_cut_short_is_completed_by_the_next_run(
     tmp_path: Path, kind: str, error: BaseException
 ) -> None:
+    cut_and_complete(
+        tmp_path,
+        open_store(kind, tmp_path / "whole.db"),
+        open_store(kind, tmp_path / "cut.db"),
+        error,
+    )
+
+
+@pytest.fixture(scope="module")
+def pgvector() -> Iterator[str]:
+    try:
+        with pgvector_dsn() as found:
+            yield found
+    except RuntimeError as error:
+        server_unavailable("PostgreSQL with pgvector", str(error))
+
+
+def test_an_ingest_cut_short_on_pgvector_is_completed_by_the_next_run(
+    tmp_path: Path, pgvector: str
+) -> None:
+    from chatmemory.rag.pgvector import PgVectorEmbeddingStore
+
+    tables = [f"ingest_{uuid.uuid4().hex[:10]}" for _ in range(2)]
+    stores = [PgVectorEmbeddingStore(pgvector, dimension=DIMENSION, table=t) for t in tables]
+    try:
+        cut_and_complete(tmp_path, stores[0], stores[1], KeyboardInterrupt())
+    finally:
+        for store in stores:
+            store.remove_all()
+            store.close()
+
+
+def cut_and_complete(
+    tmp_path: Path, whole: EmbeddingStore, store: EmbeddingStore, error: BaseException
+) -> None:
+    """Ingest the shelf whole into `whole`; into `store`, cut short by `error` after 4 batches,
+    then again: `store` then holds what `whole` holds, and only what was missing was embedded."""
     folder, splitter = shelf(tmp_path), SentenceSplitter(40)
-    whole = open_store(kind, tmp_path / "whole.db")
     Ingestor(Flaky(), whole, splitter=splitter, batch_size=8).ingest([folder])
     expected = held(whole)
     assert len(expected) == 3 + 60  # a.md 2, big.md 60, z.md 1
 
-    store = open_store(kind, tmp_path / "cut.db")
     with pytest.raises(type(error)):  # a.md (one batch), then 3 of big.md's 8 batches
         Ingestor(Flaky(4, error), store, splitter=splitter, batch_size=8).ingest([folder])
     assert len(held(store)) == 2 + 3 * 8
