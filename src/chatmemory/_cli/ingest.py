@@ -64,5 +64,4 @@ def ingest(
     for path, reason in report.failed.items():
         click.echo(f"failed {path}: {reason}", err=True)
     if report.failed and not report.files and not report.skipped:
-        click.echo("nothing was ingested: every file failed", err=True)
-        raise SystemExit(1)
+        raise click.ClickException("nothing was ingested: every file failed")

@@ -205,15 +205,16 @@ class Ingestor:
         told: Callable[[], None],
     ) -> bool:
         """Store the segments of this version of the file that are not stored yet, the marked
-        last one last, and remove those of its id it no longer makes (left by a version of
-        chatmemory that split otherwise). Whether a run cut short had begun it."""
+        last one last, after removing the stored ones of this version that the file no longer
+        makes (left by a version of chatmemory that split otherwise). Whether a run cut short
+        had begun the file."""
         stored = self._stored(source, digest)
-        # the last one always: it may be stored without its mark (by a version before marks)
-        missing = [(i, s) for i, s in segments[:-1] if i not in stored] + segments[-1:]
-        self._store(missing, counts, told)
         leftover = stored.keys() - {i for i, _ in segments}
         if leftover:
             self.store.remove_all(sorted(leftover))
+        # the last one always: it may be stored without its mark (by a version before marks)
+        missing = [(i, s) for i, s in segments[:-1] if i not in stored] + segments[-1:]
+        self._store(missing, counts, told)
         return bool(stored) and bool(segments)
 
     def _versions(self, source: str, digest: str) -> tuple[bool, bool]:
