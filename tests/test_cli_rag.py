@@ -44,7 +44,7 @@ def test_ingest_then_ask_shows_passages_without_a_chat_model(docs: Path, home: P
     first = run("ingest", docs)
     assert "2 file(s) ingested, 0 unchanged, 2 segment(s) stored" in first.output
     assert "HashingEmbeddingModel:hashing-v1/384" in first.output
-    assert f"skipped {docs / 'broken.pdf'}: " in first.output
+    assert f"failed {docs / 'broken.pdf'}: " in first.output
     assert (home / "chatmemory.db").exists()
     again = run("ingest", docs)
     assert "0 file(s) ingested, 2 unchanged, 0 segment(s) stored" in again.output
@@ -54,6 +54,22 @@ def test_ingest_then_ask_shows_passages_without_a_chat_model(docs: Path, home: P
     assert "[1] refunds.md (score " in found
     assert "Refunds take five business days." in found
     assert "Parcels" not in found
+
+
+def test_ingest_fails_when_every_file_failed(tmp_path: Path, home: Path) -> None:
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    (folder / "a.pdf").write_bytes(b"not a pdf")
+    (folder / "b.pdf").write_bytes(b"not one either")
+    (folder / "photo.jpg").write_bytes(b"\xff\xd8")
+    out = run("ingest", folder, code=1).output
+    assert "0 file(s) ingested, 0 unchanged, 0 segment(s) stored, 1 ignored (1 unsupported " in out
+    assert f"failed {folder / 'a.pdf'}: " in out
+    assert f"failed {folder / 'b.pdf'}: " in out
+    assert "nothing was ingested: every file failed" in out
+    (folder / "c.md").write_text("Something to read.", encoding="utf-8")
+    assert "1 file(s) ingested" in run("ingest", folder).output  # a file ingested: success
+    assert "1 unchanged" in run("ingest", folder).output  # unchanged is no failure either
 
 
 def test_a_changed_file_replaces_its_passages(docs: Path) -> None:

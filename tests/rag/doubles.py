@@ -54,6 +54,7 @@ class ListStore:
         self, embedding: Embedding, segment: TextSegment | None = None, *, id: str | None = None
     ) -> str:
         new_id = id or str(uuid.uuid4())
+        self.entries = [e for e in self.entries if e[0] != new_id]  # an id that exists: replaced
         self.entries.append((new_id, embedding, segment))
         return new_id
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import codecs
+import re
 from pathlib import Path
 
 import pytest
@@ -85,3 +87,100 @@ def test_documents_check_their_values() -> None:
     with pytest.raises(ConfigurationError, match="str keys"):
         Document("text", {1: "x"})  # type: ignore[dict-item]
     assert Document("t", {"a": 1}).to_segment().metadata == {"a": 1}
+
+
+@pytest.mark.parametrize(
+    ("tag", "encoding", "body"),
+    [
+        ('<meta charset="ISO-8859-1">', "latin-1", "Crème brûlée"),
+        ("<meta charset=iso-8859-1 />", "latin-1", "Crème brûlée"),
+        (
+            '<meta http-equiv="Content-Type" content="text/html; charset=ISO-8859-1">',
+            "latin-1",
+            "Crème brûlée",
+        ),
+        (
+            "<META HTTP-EQUIV='content-type' CONTENT='text/html;charset=windows-1252'>",
+            "cp1252",
+            "Crème brûlée, 5 €",
+        ),
+        ('<meta charset="koi8-r">', "koi8-r", "Привет"),
+        ('<meta charset="utf-8">', "utf-8", "Crème brûlée, 5 €, Привет"),
+    ],
+)
+def test_html_is_read_in_its_declared_charset(
+    tmp_path: Path, tag: str, encoding: str, body: str
+) -> None:
+    path = tmp_path / "page.html"
+    path.write_bytes(
+        f"<html><head>{tag}<title>Menu</title></head><body><p>{body}</p></body></html>".encode(
+            encoding
+        )
+    )
+    [document] = load_document(path)
+    assert document.text == f"Menu\n\n{body}"
+
+
+def test_an_iso_8859_1_page_is_read_as_browsers_read_it_windows_1252(tmp_path: Path) -> None:
+    path = tmp_path / "quotes.htm"
+    path.write_bytes(b'<meta charset="iso-8859-1"><p>\x93Quoted\x94 \x80 5 \x81</p>')
+    assert load_document(path)[0].text == "“Quoted” € 5 \x81"
+
+
+def test_a_byte_order_mark_outranks_a_declaration(tmp_path: Path) -> None:
+    path = tmp_path / "wide.html"
+    path.write_bytes("<meta charset='iso-8859-1'><p>Grüße</p>".encode("utf-16"))
+    assert load_document(path)[0].text == "Grüße"
+    text = tmp_path / "wide.txt"
+    text.write_bytes("Grüße".encode("utf-16"))
+    assert load_document(text)[0].text == "Grüße"
+
+
+def test_an_xhtml_page_may_declare_its_charset_in_the_xml_declaration(tmp_path: Path) -> None:
+    path = tmp_path / "page.xhtml"
+    path.write_bytes(b'<?xml version="1.0" encoding="ISO-8859-1"?><html><p>Caf\xe9</p></html>')
+    assert load_document(path)[0].text == "Café"
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("<p>Café</p>".encode(), "Café"),  # undeclared UTF-8
+        (b"<p>Caf\xe9</p>", "Café"),  # undeclared and not UTF-8: windows-1252, as browsers
+        (b'<meta charset="no-such-charset"><p>Caf\xe9</p>', "Café"),  # unknown: undeclared
+        ('<meta charset="utf-16"><p>Café</p>'.encode(), "Café"),  # a meta is read as ASCII
+    ],
+)
+def test_html_without_a_usable_declaration_falls_back_sensibly(
+    tmp_path: Path, content: bytes, expected: str
+) -> None:
+    path = tmp_path / "page.html"
+    path.write_bytes(content)
+    assert load_document(path)[0].text == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("odd.txt", "is not UTF-16 text (byte 6 cannot be read)"),
+        ("odd.html", "starts with a utf-16 byte order mark, but byte 6 is not utf-16 text"),
+    ],
+)
+def test_text_whose_bytes_contradict_its_byte_order_mark_is_refused(
+    tmp_path: Path, name: str, message: str
+) -> None:
+    path = tmp_path / name
+    path.write_bytes(codecs.BOM_UTF16_LE + "ok".encode("utf-16-le") + b"\x00\xd8")
+    with pytest.raises(ConfigurationError, match=re.escape(message)):
+        load_document(path)
+
+
+def test_html_whose_bytes_contradict_its_declaration_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "liar.html"
+    path.write_bytes(b'<meta charset="utf-8"><p>Caf\xe9 au lait</p>')
+    with pytest.raises(ConfigurationError) as info:
+        load_document(path)
+    assert str(info.value) == (
+        f"{str(path)!r} declares its charset 'utf-8', but byte 28 is not utf-8 text; "
+        f"correct the declaration (<meta charset=...>) or convert the file"
+    )

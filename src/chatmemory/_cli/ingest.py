@@ -33,7 +33,7 @@ def ingest(
 ) -> None:
     """Read text, Markdown, HTML and PDF files (directories recursively), split them, embed
     them and store them for `chatmemory ask`. Unchanged files are skipped; a changed file
-    replaces its old segments."""
+    replaces its old segments; a file an interrupted run left half-stored is completed."""
     if overlap >= max_size:
         raise click.BadParameter("must be smaller than --max-size", param_hint="--overlap")
     model = make_embedding_model(model_kind, embedding_model, base_url)
@@ -62,4 +62,6 @@ def ingest(
             report = ingestor.ingest(list(paths), progress=tell)
     click.echo(f"{report}, into {store!r} with {ingestor.label}")
     for path, reason in report.failed.items():
-        click.echo(f"skipped {path}: {reason}", err=True)
+        click.echo(f"failed {path}: {reason}", err=True)
+    if report.failed and not report.files and not report.skipped:
+        raise click.ClickException("nothing was ingested: every file failed")

@@ -52,7 +52,15 @@ from ._retrievers import (
     FullTextContentRetriever,
     HybridContentRetriever,
 )
-from ._splitters import DocumentSplitter, ParagraphSplitter, SentenceSplitter, WordSplitter
+from ._splitters import (
+    DocumentSplitter,
+    LineSplitter,
+    ParagraphSplitter,
+    RegexSplitter,
+    SentenceSplitter,
+    WordSplitter,
+    recursive_splitter,
+)
 from ._stages import (
     CompressingQueryTransformer,
     ContentAggregator,
@@ -117,6 +125,7 @@ __all__ = [
     "IngestReport",
     "Ingestor",
     "LanguageModelQueryRouter",
+    "LineSplitter",
     "LocalEmbeddingModel",
     "MetadataKey",
     "MetadataSelect",
@@ -129,6 +138,7 @@ __all__ = [
     "QueryTransformer",
     "ReRankingContentAggregator",
     "ReciprocalRankFuser",
+    "RegexSplitter",
     "RerankScoringModel",
     "RetrievalAugmentor",
     "ScoringModel",
@@ -143,6 +153,7 @@ __all__ = [
     "cosine_similarity",
     "key",
     "load_document",
+    "recursive_splitter",
     "relevance_score",
 ]
 

@@ -1,9 +1,17 @@
 """Documents and the loaders that read them from files: plain text and Markdown as they are, HTML
-as its visible text, PDF one document per page (with `pypdf`, the `ingest` extra)."""
+as its visible text, PDF one document per page (with `pypdf`, the `ingest` extra).
+
+Text is UTF-8, or what its byte order mark says. HTML is read as a browser reads it: the byte
+order mark, else the charset its head declares (``<meta charset>``, ``<meta http-equiv=
+"Content-Type" content="...; charset=...">``, an XML declaration's encoding), else UTF-8 when
+the bytes are UTF-8, else windows-1252; ISO-8859-1 and ASCII labels mean windows-1252 there, as
+in browsers (the HTML standard's table)."""
 
 from __future__ import annotations
 
+import codecs
 import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -33,6 +41,10 @@ class DocumentKey:
     """SHA-256 of the file and of how it was embedded: a changed file (or model) re-ingests."""
     EMBEDDING_MODEL = "embedding_model"
     """Which model made the segment's embedding (a query must use the same one)."""
+    FILE_SEGMENTS = "file_segments"
+    """How many segments a file has, on its last segment only. The ingestor stores that one
+    last, in the last batch: a file counts as ingested only once it is there, so an ingest cut
+    short is completed by the next run."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +92,7 @@ def load_document(path: str | Path) -> list[Document]:
             for page, text in _pdf_pages(file)
             if text.strip()
         ]
-    text = _decode(file)
-    if suffix in _HTML:
-        text = html_text(text)
+    text = html_text(_decode_html(file)) if suffix in _HTML else _decode(file)
     return [Document(text, base)]
 
 
@@ -98,13 +108,80 @@ def file_digest(path: Path, *salt: str) -> str:
 
 def _decode(file: Path) -> str:
     data = file.read_bytes()
+    bom = _bom(data)
     try:
-        return data.decode("utf-8-sig")
+        return data.decode(bom or "utf-8")
     except UnicodeDecodeError as exc:
+        encoding = "UTF-16" if bom == "utf-16" else "UTF-8"
         raise ConfigurationError(
-            f"{str(file)!r} is not UTF-8 text (byte {exc.start} cannot be read); "
+            f"{str(file)!r} is not {encoding} text (byte {exc.start} cannot be read); "
             f"convert it to UTF-8 first"
         ) from None
+
+
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+_PRESCAN = 1024
+"""How far into a page its charset declaration is looked for (the HTML standard's prescan)."""
+_META_CHARSET = re.compile(rb"<meta\b[^>]*?charset\s*=\s*[\"']?\s*([\w.:-]+)", re.I)
+_XML_ENCODING = re.compile(rb"^<\?xml\b[^>]*?encoding\s*=\s*[\"']([\w.:-]+)")
+_AS_WINDOWS_1252 = frozenset({"ascii", "iso8859-1", "cp1252"})
+_WINDOWS_1252 = {
+    byte: bytes([byte]).decode("cp1252", errors="ignore") or chr(byte) for byte in range(0x80, 0xA0)
+}
+"""windows-1252 over latin-1's C1 controls; the five bytes it leaves undefined stay controls."""
+
+
+def _bom(data: bytes) -> str | None:
+    """The codec a byte order mark at the start of `data` names."""
+    return next((codec for bom, codec in _BOMS if data.startswith(bom)), None)
+
+
+def _decode_html(file: Path) -> str:
+    """The page's text in its charset (see the module's docstring)."""
+    data = file.read_bytes()
+    bom = _bom(data)
+    label, codec = (bom, bom) if bom is not None else _declared(data)
+    if codec is None:
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            return _windows_1252(data)
+    if codec in _AS_WINDOWS_1252:
+        return _windows_1252(data)
+    try:
+        return data.decode(codec)
+    except UnicodeDecodeError as exc:
+        said = (
+            f"starts with a {label} byte order mark" if bom else f"declares its charset {label!r}"
+        )
+        raise ConfigurationError(
+            f"{str(file)!r} {said}, but byte {exc.start} is not {label} text; correct the "
+            f"declaration (<meta charset=...>) or convert the file"
+        ) from None
+
+
+def _declared(data: bytes) -> tuple[str | None, str | None]:
+    """The charset label the page declares and Python's codec for it (None for a label
+    Python does not know: the page is then read as undeclared)."""
+    head = data[:_PRESCAN]
+    found = _XML_ENCODING.search(head) or _META_CHARSET.search(head)
+    if found is None:
+        return None, None
+    label = found.group(1).decode("ascii").lower()
+    try:
+        codec = codecs.lookup(label).name
+    except LookupError:
+        return label, None
+    # a declaration read as ASCII is no UTF-16 page (the HTML standard reads it as UTF-8)
+    return label, "utf-8" if codec.startswith("utf-16") else codec
+
+
+def _windows_1252(data: bytes) -> str:
+    return data.decode("latin-1").translate(_WINDOWS_1252)
 
 
 def _pdf_pages(file: Path) -> list[tuple[int, str]]:
