@@ -86,8 +86,7 @@ CONVERSATION: list[tuple[ChatMessage, dict[str, Any]]] = [
     (
         AiMessage(tool_execution_requests=[CALL]),
         {
-            "role": "assistant",
-            "content": None,
+            "role": "assistant",  # no `content`: llama.cpp's server refuses null
             "tool_calls": [
                 {
                     "id": "call_1",

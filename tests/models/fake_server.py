@@ -20,7 +20,7 @@ from typing import Any
 from chatmemory import UserMessage
 from chatmemory.models import AnthropicChatModel, ChatRequest, OpenAiChatModel
 
-__all__ = ["DEEP", "FakeServer", "Recorded", "Reply", "answer"]
+__all__ = ["DEEP", "FakeServer", "Recorded", "Reply", "answer", "llama_cpp_refusal"]
 
 DEEP = "[" * 100_000 + "]" * 100_000
 """JSON nested 100k deep: more than any JSON parser in Python follows."""
@@ -131,6 +131,21 @@ class FakeServer:
         self._http.shutdown()
         self._http.server_close()
         self._thread.join()
+
+
+def llama_cpp_refusal(field: str, said: str, given: Any) -> Reply:
+    """llama.cpp's server (llama-cpp-python's) refusing a request field it does not take: HTTP
+    500 with pydantic's validation error as the message, as the real server answers a
+    `response_format` of type json_schema (`field` "response_format.type", `said` "Input should
+    be 'text' or 'json_object'")."""
+    loc = ("body", *field.split("."))
+    message = (
+        f"1 validation error:\n  {{'type': 'literal_error', 'loc': {loc!r}, 'msg': {said!r}, "
+        f"'input': {given!r}}}\n\n  File \"llama_cpp/server/app.py\", line 376, in "
+        f"create_chat_completion\n    POST /v1/chat/completions"
+    )
+    error = {"message": message, "type": "internal_server_error", "param": None, "code": None}
+    return Reply(500, {"error": error})
 
 
 _UNSCRIPTED = Reply(

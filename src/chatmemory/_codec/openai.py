@@ -2,7 +2,8 @@
 
 - `SystemMessage` is `{"role": "system", "content": str}` ("developer" is read as system too);
 - `UserMessage` is `{"role": "user", "content": str or [parts], "name"?: str}`;
-- `AiMessage` is `{"role": "assistant", "content": str or None, "tool_calls"?: [...]}`;
+- `AiMessage` is `{"role": "assistant", "content"?: str, "tool_calls"?: [...]}`: `content` is
+  left out when there is no text (OpenAI also takes null, but llama.cpp's server refuses it);
 - `ToolExecutionResultMessage` is `{"role": "tool", "tool_call_id": str, "content": ...}`.
 
 A user message with a single text is sent as a plain string, otherwise as parts: `text`,
@@ -106,7 +107,9 @@ def _write_user(message: UserMessage) -> OpenAiMessage:
 
 
 def _write_ai(message: AiMessage) -> OpenAiMessage:
-    obj: OpenAiMessage = {"role": "assistant", "content": message.text}
+    obj: OpenAiMessage = {"role": "assistant"}
+    if message.text is not None:
+        obj["content"] = message.text
     if message.tool_execution_requests:
         calls: list[_Part] = []
         for index, request in enumerate(message.tool_execution_requests):
