@@ -212,3 +212,37 @@ def test_errors_from_openai_itself_still_say_openai(server: FakeServer) -> None:
     model = OpenAiChatModel(model="m", api_key="k", base_url="https://api.openai.com/v1")
     assert model._clients.errors.who == "OpenAI"
     model.close()
+
+
+def test_a_server_that_times_out_is_not_sent_the_request_again(server: FakeServer) -> None:
+    import time
+
+    class SlowReply(Reply):
+        def encode(self) -> tuple[bytes, str]:
+            time.sleep(0.6)
+            return super().encode()
+
+    server.reply(SlowReply(body=completion()))
+    slow = OpenAiChatModel(
+        model="m", base_url=f"{server.url}/v1", api_key="k", timeout=0.2, max_retries=3
+    )
+    with pytest.raises(ModelError, match="not sent again") as caught:
+        slow.chat(ChatRequest([UserMessage("hi")]))
+    slow.close()
+    assert len(server.requests) == 1
+    assert caught.value.retriable
+
+    server.reply(SlowReply(body=completion()))
+    slow = OpenAiChatModel(
+        model="m", base_url=f"{server.url}/v1", api_key="k", timeout=0.2, max_retries=3
+    )
+
+    async def run() -> None:
+        try:
+            await slow.achat(ChatRequest([UserMessage("hi")]))
+        finally:
+            await slow.aclose()
+
+    with pytest.raises(ModelError, match="not sent again"):
+        asyncio.run(run())
+    assert len(server.requests) == 2

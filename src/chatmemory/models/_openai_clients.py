@@ -22,6 +22,30 @@ except ImportError:  # the optional extra is not installed: the adapter says so 
 else:
     _openai_missing = False
 
+    import httpx2
+
+    _LIMITS = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)  # the SDK's
+
+    class _NoResend(httpx2.HTTPTransport):
+        """A transport that turns a read timeout (the server took the request and said nothing)
+        into the SDK's final timeout error, which it does not retry: a server that is slow to
+        answer is not sent the same work again (and again) while it may still be busy with it."""
+
+        def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+            try:
+                return super().handle_request(request)
+            except httpx2.ReadTimeout as error:
+                raise openai.APITimeoutError(request=request) from error
+
+    class _AsyncNoResend(httpx2.AsyncHTTPTransport):
+        """`_NoResend` for the async client."""
+
+        async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+            try:
+                return await super().handle_async_request(request)
+            except httpx2.ReadTimeout as error:
+                raise openai.APITimeoutError(request=request) from error
+
     class _HttpClient(openai.DefaultHttpxClient):
         """The SDK's HTTP client with its defaults, closed when dropped (as the SDK's own)."""
 
@@ -102,14 +126,20 @@ class OpenAiClients:
     def sync(self) -> OpenAI:
         if self._client is None:
             with mapped_errors(self.errors, self.model):
-                http = _HttpClient(event_hooks={"response": [_refusal_final]})
+                http = _HttpClient(
+                    transport=_NoResend(limits=_LIMITS),
+                    event_hooks={"response": [_refusal_final]},
+                )
                 self._client = openai.OpenAI(**self.settings, http_client=http)
         return self._client
 
     def async_(self) -> AsyncOpenAI:
         if self._async_client is None:
             with mapped_errors(self.errors, self.model):
-                http = _AsyncHttpClient(event_hooks={"response": [_async_refusal_final]})
+                http = _AsyncHttpClient(
+                    transport=_AsyncNoResend(limits=_LIMITS),
+                    event_hooks={"response": [_async_refusal_final]},
+                )
                 self._async_client = openai.AsyncOpenAI(**self.settings, http_client=http)
         return self._async_client
 

@@ -129,7 +129,8 @@ def _model_error(sdk: SdkErrors, model: str, error: Exception) -> ModelError:
     provider = sdk.provider.lower()
     if isinstance(error, sdk.timeout):
         return ModelError(
-            f"{sdk.who} did not answer in time (model {model!r}); try again, or raise `timeout`",
+            f"{sdk.who} did not answer in time (model {model!r}; not sent again, as it may "
+            f"still be working on it); try again later, or raise `timeout`",
             retriable=True,
             provider=provider,
         )
