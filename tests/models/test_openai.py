@@ -125,7 +125,7 @@ def test_chat_sends_the_messages_and_reads_the_answer(
             {"role": "user", "content": "Hi", "name": "ann"},
         ],
         "temperature": 0.2,
-        "max_completion_tokens": 50,
+        "max_tokens": 50,  # a compatible server's name (OpenAI's own is max_completion_tokens)
         "stop": ["\n"],
         "seed": 7,
     }
@@ -164,7 +164,7 @@ def test_tools_and_tool_calls_round_trip(server: FakeServer, model: OpenAiChatMo
     ]
     assert server.requests[0].body["tool_choice"] == "required"
     assert server.requests[1].body["messages"][1:] == [
-        {"role": "assistant", "tool_calls": [call]},  # no null content: llama.cpp refuses it
+        {"role": "assistant", "content": "", "tool_calls": [call]},  # llama.cpp refuses null
         {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
     ]
 

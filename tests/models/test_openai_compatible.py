@@ -193,6 +193,7 @@ def test_a_tool_round_trip_sends_no_null_content(
     assistant = server.requests[0].body["messages"][1]
     assert assistant == {
         "role": "assistant",
+        "content": "",  # llama.cpp refuses null, and its tool-calling template needs the key
         "tool_calls": [
             {
                 "id": "c1",
@@ -208,10 +209,19 @@ def test_a_base_url_without_a_scheme_says_add_http() -> None:
         OpenAiChatModel(model="m", base_url="localhost:8080/v1", api_key="k")
 
 
-def test_errors_from_openai_itself_still_say_openai(server: FakeServer) -> None:
+def test_openai_itself_is_named_openai_and_gets_its_own_output_limit_field() -> None:
     model = OpenAiChatModel(model="m", api_key="k", base_url="https://api.openai.com/v1")
     assert model._clients.errors.who == "OpenAI"
+    assert model._max_tokens_field == "max_completion_tokens"
     model.close()
+
+
+def test_a_compatible_server_gets_max_tokens(server: FakeServer, model: OpenAiChatModel) -> None:
+    server.reply(Reply(body=completion("ok")))
+    model.chat(ChatRequest([UserMessage("hi")], parameters=ChatParameters(max_output_tokens=9)))
+    body = server.requests[0].body
+    assert body["max_tokens"] == 9  # llama.cpp's Python server ignores max_completion_tokens
+    assert "max_completion_tokens" not in body
 
 
 def test_a_server_that_times_out_is_not_sent_the_request_again(server: FakeServer) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
 
 from .._codec.openai import from_openai, to_openai
 from .._errors import ConfigurationError, ModelError
@@ -66,7 +67,9 @@ class OpenAiChatModel:
       `capabilities` then leaves out RESPONSE_FORMAT_JSON_SCHEMA when the schema was refused,
       so AI services send format instructions themselves.
     - `max_tokens_field`: OpenAI's current name for the output limit is
-      ``max_completion_tokens``; older compatible servers want ``max_tokens``.
+      ``max_completion_tokens``; compatible servers want ``max_tokens`` (llama.cpp's Python
+      server ignores the other and generates to the end of its context). The default is the
+      first for OpenAI (no `base_url`, or api.openai.com) and the second for any other server.
     - `client` / `async_client`: SDK clients to use instead of making them (an
       ``openai.AzureOpenAI``, a client with your own HTTP settings). The model closes only the
       clients it made.
@@ -83,13 +86,15 @@ class OpenAiChatModel:
         max_retries: int = 2,
         parameters: ChatParameters | None = None,
         capabilities: Iterable[Capability] | None = None,
-        max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens",
+        max_tokens_field: Literal["max_completion_tokens", "max_tokens"] | None = None,
         client: OpenAI | None = None,
         async_client: AsyncOpenAI | None = None,
     ) -> None:
         require_openai("OpenAiChatModel")
         if not isinstance(model, str) or not model:
             raise ConfigurationError(f"`model` must be a non-empty str, got {model!r}")
+        if max_tokens_field is None:
+            max_tokens_field = "max_completion_tokens" if _is_openai(base_url) else "max_tokens"
         if max_tokens_field not in ("max_completion_tokens", "max_tokens"):
             raise ConfigurationError(
                 f"`max_tokens_field` must be 'max_completion_tokens' or 'max_tokens', "
@@ -257,6 +262,10 @@ class OpenAiChatModel:
             extra["tools"] = args.pop("tools")
         args["extra_body"] = extra
         return self._refusals.applied(args)
+
+
+def _is_openai(base_url: str | None) -> bool:
+    return base_url is None or urlsplit(base_url).hostname == "api.openai.com"
 
 
 def _tool(spec: ToolSpecification) -> dict[str, Any]:
