@@ -68,6 +68,8 @@ class Recorded:
 class FakeServer:
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
+        self.models: list[str] | None = ["gpt-4o-mini"]
+        """The models `GET .../models` lists, unscripted and unrecorded (None: scripted)."""
         self._replies: deque[Reply] = deque()
         self._lock = threading.Lock()
         server = self
@@ -82,6 +84,15 @@ class FakeServer:
                 self._answer("POST", json.loads(raw) if raw else None)
 
             def do_GET(self) -> None:
+                if self.path.endswith("/models") and server.models is not None:
+                    listed = [{"id": m, "object": "model", "owned_by": "me"} for m in server.models]
+                    payload = json.dumps({"object": "list", "data": listed}).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                    return
                 self._answer("GET", None)
 
             def _answer(self, method: str, body: Any) -> None:
