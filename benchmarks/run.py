@@ -1,10 +1,10 @@
 """Run the benchmarks and print their tables:
 `python benchmarks/run.py [PART ...] [--quick] [--profile STORE]`.
 
-Not part of the test suite. It exits with status 1 when a table marks a result over its
-limit (✗), after printing every table. A part is a module of this folder with a `run(quick)`
-function that yields tables (`core`, `stores`, `turn`, `services`, and whatever a later issue
-adds); with no part named, all of them run. `stores` and `turn` (a chat turn beside the raw driver's floor,
+Not part of the test suite. It exits with status 1 when a table marks a result over its limit
+(✗), after printing every table. A part is a module of this folder with a `run(quick)` function
+that yields tables (`core`, `stores`, `turn`, `services`, and whatever a later issue adds); with
+no part named, all of them run. `stores` and `turn` (a chat turn beside the raw driver's floor,
 issue 7) use the SQLite file store and, when they answer, the Redis and PostgreSQL servers named
 by CHATMEMORY_TEST_REDIS_URL / CHATMEMORY_TEST_POSTGRES_DSN (defaults: 127.0.0.1, see
 tests/conftest.py). `--profile STORE` prints cProfile's top functions over chat turns on that
