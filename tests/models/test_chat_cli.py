@@ -238,3 +238,25 @@ def test_prompt_reads_piped_stdin_before_the_text(server: FakeServer, tmp_path: 
     assert out == "A summary.\n"
     sent = server.requests[0].body["messages"][-1]["content"]
     assert sent == "# Notes\nAda wrote code.\n\nsummarize"
+
+
+def test_a_slow_server_is_waited_for_timeout_seconds_once(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    import time
+
+    class SlowReply(Reply):
+        def encode(self) -> tuple[bytes, str]:
+            time.sleep(0.8)
+            return super().encode()
+
+    server.reply(SlowReply(body={}))
+    url = f"{server.url}/v1"
+    result = CliRunner().invoke(
+        cli,
+        ["prompt", "hi", "--base-url", url, "--db", str(tmp_path / "p.db"), "--timeout", "0.3"],
+    )
+    assert result.exit_code == 1
+    assert "did not answer in time" in result.output
+    assert "raise --timeout" in result.output
+    assert len(server.requests) == 1  # --max-retries (2) does not send it again

@@ -157,6 +157,7 @@ def _for_the_command_line(error: ChatMemoryError) -> str:
             f"past it with --skip-unreadable, or delete the conversation with "
             f"`chatmemory history clear {memory_id}`",
         )
+    text = text.replace("raise `timeout`", "raise --timeout")  # a model's slow answer
     if isinstance(error, StoreError):
         text = text.replace(
             UPGRADE,
