@@ -1,9 +1,10 @@
 """Run the benchmarks and print their tables:
 `python benchmarks/run.py [PART ...] [--quick] [--profile STORE]`.
 
-Not part of the test suite. A part is a module of this folder with a `run(quick)` function that
-yields tables (`core`, `stores`, `turn`, `services`, and whatever a later issue adds); with no
-part named, all of them run. `stores` and `turn` (a chat turn beside the raw driver's floor,
+Not part of the test suite. It exits with status 1 when a table marks a result over its limit
+(✗), after printing every table. A part is a module of this folder with a `run(quick)` function
+that yields tables (`core`, `stores`, `turn`, `services`, and whatever a later issue adds); with
+no part named, all of them run. `stores` and `turn` (a chat turn beside the raw driver's floor,
 issue 7) use the SQLite file store and, when they answer, the Redis and PostgreSQL servers named
 by CHATMEMORY_TEST_REDIS_URL / CHATMEMORY_TEST_POSTGRES_DSN (defaults: 127.0.0.1, see
 tests/conftest.py). `--profile STORE` prints cProfile's top functions over chat turns on that
@@ -37,7 +38,12 @@ def parts() -> list[str]:
     return sorted(names, key=lambda name: name != "core")
 
 
-def main() -> None:
+FAILED = "✗"
+"""What a table prints beside a result over its limit."""
+
+
+def main() -> int:
+    """Print the tables; 1 when any of them holds a ✗, else 0."""
     available = parts()
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("parts", nargs="*", metavar="|".join(available), help="default: all")
@@ -52,16 +58,22 @@ def main() -> None:
         from benchmarks import turn
 
         print(turn.profile(args.profile), flush=True)
-        return
+        return 0
     chosen = args.parts or available
     for name in chosen:
         if name not in available:
             parser.error(f"unknown part {name!r}: choose {', '.join(available)}")
+    failed = 0
     for name in chosen:
         part = cast(Part, importlib.import_module(f"benchmarks.{name}"))
         for report in part.run(quick=args.quick):
             print(report, flush=True)
+            failed += report.count(FAILED)
+    if failed:
+        print(f"{failed} result(s) over their limit ({FAILED})", file=sys.stderr, flush=True)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

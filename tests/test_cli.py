@@ -757,3 +757,46 @@ def test_tokens_does_not_count_almost_messages_as_text() -> None:
     assert "not chat messages" in data.stderr
     assert "plain text" in data.stderr
     assert "not chat messages" not in as_text
+
+
+def test_a_lone_surrogate_is_printed_as_a_replacement_character(home: Path, tmp_path: Path) -> None:
+    """LangChain4j can store text with a lone surrogate; the viewer, `tokens` and the chat's
+    /history print it as U+FFFD instead of failing to encode it."""
+    messages = tmp_path / "lone.json"
+    messages.write_text(
+        '[{"type": "USER", "contents": [{"type": "TEXT", "text": "hi \\ud800 lone"}]}]'
+    )
+    env = {
+        **os.environ,
+        "CHATMEMORY_HOME": str(home),
+        "COLUMNS": "100",
+        "PYTHONIOENCODING": "utf-8",
+    }
+
+    def chatmemory(*args: str, stdin: str = "") -> str:
+        result = subprocess.run(
+            [sys.executable, "-m", "chatmemory", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        assert "Traceback" not in result.stderr
+        return result.stdout
+
+    chatmemory("history", "import", "--id", "lone", str(messages))
+    assert "hi \ufffd lone" in chatmemory("history", "show", "lone")
+    assert "hi \ufffd lone" in chatmemory("tokens", str(messages))
+    out = chatmemory(
+        "chat",
+        "--memory-id",
+        "lone",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--model",
+        "m",
+        stdin="/history\n",
+    )
+    assert "hi \ufffd lone" in out

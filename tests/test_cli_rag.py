@@ -83,7 +83,7 @@ def test_a_changed_file_replaces_its_passages(docs: Path) -> None:
 
 
 def test_ask_says_when_nothing_was_ingested_and_refuses_bad_input(tmp_path: Path) -> None:
-    assert "nothing ingested matches" in run("ask", "anything").output
+    assert "nothing ingested yet" in run("ask", "anything", code=1).output
     assert "is empty" in run("ask", "  ", code=2).output
     assert (
         "must be smaller than --max-size"
@@ -93,7 +93,35 @@ def test_ask_says_when_nothing_was_ingested_and_refuses_bad_input(tmp_path: Path
         "--store postgres needs --postgres-dsn"
         in run("ask", "x", "--store", "postgres", code=2).output
     )
-    assert "needs OPENAI_API_KEY" in run("ask", "x", "--model", "openai", code=1).output
+    out = run("ask", "x", "--embedding-model", "openai", code=1).output
+    assert "--embedding-model openai needs OPENAI_API_KEY" in out
+    old = run("ask", "x", "--model", "openai", code=1).output  # the old spelling still works
+    assert "Warning: --model openai is deprecated here: use --embedding-model openai" in old
+    assert "needs OPENAI_API_KEY" in old
+
+
+def test_reads_never_create_and_writes_create_no_directories(docs: Path, tmp_path: Path) -> None:
+    typo = tmp_path / "typo" / "typo.db"
+    assert f"no such file: {typo}" in run("ask", "x", "--db", typo, code=1).output
+    assert not typo.parent.exists()
+    out = run("ingest", docs, "--db", typo, code=1).output
+    assert f"no such directory: {typo.parent}" in out
+    assert not typo.parent.exists()
+    beside = tmp_path / "new.db"
+    run("ingest", docs, "--db", beside)  # a write creates the file
+    assert beside.exists()
+    assert "Refunds" in run("ask", "refunds", "--db", beside).output
+
+
+def test_old_option_spellings_are_deprecated_aliases(docs: Path, tmp_path: Path) -> None:
+    out = run("ingest", docs, "--model", "hashing").output
+    assert "Warning: --model hashing is deprecated here: use --embedding-model hashing" in out
+    assert (
+        "Warning: --base-url is deprecated here: use --embedding-base-url"
+        in run("ingest", docs, "--base-url", "http://127.0.0.1:9/v1").output
+    )
+    out = run("ask", "refunds", "--chat-model", "m").output
+    assert "Warning: --chat-model is deprecated here: use --model" in out
 
 
 @pytest.mark.skipif(
@@ -101,9 +129,9 @@ def test_ask_says_when_nothing_was_ingested_and_refuses_bad_input(tmp_path: Path
 )
 def test_asking_with_another_model_than_the_one_ingested_is_refused(docs: Path) -> None:
     run("ingest", docs)
-    out = run("ask", "refunds", "--model", "local", code=1).output
+    out = run("ask", "refunds", "--embedding-model", "local", code=1).output
     assert "the store was filled with HashingEmbeddingModel:hashing-v1/384" in out
-    assert "ask with the --model you ingested with" in out
+    assert "ask with the --embedding-model you ingested with" in out
 
 
 def test_the_demo_answers_from_its_help_center_offline() -> None:
@@ -159,8 +187,43 @@ def test_store_options_are_checked_before_anything_is_read(docs: Path) -> None:
     importlib.util.find_spec("sentence_transformers") is None, reason="the local extra is absent"
 )
 def test_ingest_and_ask_with_the_local_model(docs: Path) -> None:
-    out = run("ingest", docs, "--model", "local").output
+    out = run("ingest", docs, "--embedding-model", "local").output
     assert "LocalEmbeddingModel:all-MiniLM-L6-v2/384" in out
     assert "Loading weights" not in out  # no progress bars from the model's libraries
-    found = run("ask", "How long do refunds take?", "--model", "local", "--max-results", "1").output
+    found = run(
+        "ask", "How long do refunds take?", "--embedding-model", "local", "--max-results", "1"
+    ).output
     assert "Refunds take five business days." in found
+
+
+def test_postgres_without_pgvector_fails_at_once_with_a_sentence(
+    docs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    import psycopg
+
+    class NoVector:
+        def __enter__(self) -> NoVector:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def execute(self, query: str) -> NoVector:
+            assert "pg_available_extensions" in query
+            return self
+
+        def fetchone(self) -> None:
+            return None  # the server offers no `vector` extension
+
+    monkeypatch.setattr(psycopg, "connect", lambda *a, **k: NoVector())
+    dsn = ["--store", "postgres", "--postgres-dsn", "postgresql://u@127.0.0.1:1/db"]
+    started = time.monotonic()
+    out = run("ingest", docs, *dsn, code=1).output
+    assert "the server has no pgvector: install it" in out
+    assert "or use --store sqlite" in out
+    monkeypatch.undo()
+    out = run("ingest", docs, *dsn, code=1).output  # nothing listens there: said at once
+    assert "cannot use PostgreSQL at --postgres-dsn" in out
+    assert time.monotonic() - started < 15

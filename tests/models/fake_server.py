@@ -20,7 +20,7 @@ from typing import Any
 from chatmemory import UserMessage
 from chatmemory.models import AnthropicChatModel, ChatRequest, OpenAiChatModel
 
-__all__ = ["DEEP", "FakeServer", "Recorded", "Reply", "answer"]
+__all__ = ["DEEP", "FakeServer", "Recorded", "Reply", "answer", "llama_cpp_refusal"]
 
 DEEP = "[" * 100_000 + "]" * 100_000
 """JSON nested 100k deep: more than any JSON parser in Python follows."""
@@ -68,6 +68,8 @@ class Recorded:
 class FakeServer:
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
+        self.models: list[str] | None = ["gpt-4o-mini"]
+        """The models `GET .../models` lists, unscripted and unrecorded (None: scripted)."""
         self._replies: deque[Reply] = deque()
         self._lock = threading.Lock()
         server = self
@@ -82,6 +84,15 @@ class FakeServer:
                 self._answer("POST", json.loads(raw) if raw else None)
 
             def do_GET(self) -> None:
+                if self.path.endswith("/models") and server.models is not None:
+                    listed = [{"id": m, "object": "model", "owned_by": "me"} for m in server.models]
+                    payload = json.dumps({"object": "list", "data": listed}).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                    return
                 self._answer("GET", None)
 
             def _answer(self, method: str, body: Any) -> None:
@@ -131,6 +142,21 @@ class FakeServer:
         self._http.shutdown()
         self._http.server_close()
         self._thread.join()
+
+
+def llama_cpp_refusal(field: str, said: str, given: Any) -> Reply:
+    """llama.cpp's server (llama-cpp-python's) refusing a request field it does not take: HTTP
+    500 with pydantic's validation error as the message, as the real server answers a
+    `response_format` of type json_schema (`field` "response_format.type", `said` "Input should
+    be 'text' or 'json_object'")."""
+    loc = ("body", *field.split("."))
+    message = (
+        f"1 validation error:\n  {{'type': 'literal_error', 'loc': {loc!r}, 'msg': {said!r}, "
+        f"'input': {given!r}}}\n\n  File \"llama_cpp/server/app.py\", line 376, in "
+        f"create_chat_completion\n    POST /v1/chat/completions"
+    )
+    error = {"message": message, "type": "internal_server_error", "param": None, "code": None}
+    return Reply(500, {"error": error})
 
 
 _UNSCRIPTED = Reply(

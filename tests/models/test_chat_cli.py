@@ -189,3 +189,74 @@ def test_the_same_session_in_process(server: FakeServer, tmp_path: Path) -> None
     assert "system message set" in out
     assert "unknown command /nope" in out
     assert "conversation cleared" in out
+
+
+def prompt(server: FakeServer, db: Path, *args: str, stdin: str | None = None) -> str:
+    """`chatmemory prompt` through the installed command, stdin piped when given."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    command = [sys.executable, "-m", "chatmemory", "prompt", "--base-url", f"{server.url}/v1"]
+    result = subprocess.run(
+        [*command, "--db", str(db), *args],
+        input=stdin if stdin is not None else "",
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    return result.stdout
+
+
+def test_prompt_answers_once_stores_it_and_continues_with_c(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    db = tmp_path / "p.db"
+    server.reply(answer("Bonjour", "!"), answer("You said hello."), answer("New."))
+    assert prompt(server, db, "Say hello in French") == "Bonjour!\n"
+    assert prompt(server, db, "-c", "What did I ask?") == "You said hello.\n"
+    continued = server.requests[1].body["messages"]
+    assert [m["content"] for m in continued] == [
+        "Say hello in French",
+        "Bonjour!",
+        "What did I ask?",
+    ]
+    assert prompt(server, db, "Hi") == "New.\n"  # without -c: a new conversation
+    assert len(server.requests[2].body["messages"]) == 1
+    from chatmemory import SqliteChatMemoryStore
+
+    with SqliteChatMemoryStore(db) as store:
+        ids = store.memory_ids()
+    assert len(ids) == 2
+    assert all(i.startswith("prompt:") for i in ids)
+
+
+def test_prompt_reads_piped_stdin_before_the_text(server: FakeServer, tmp_path: Path) -> None:
+    server.reply(answer("A summary."))
+    out = prompt(server, tmp_path / "p.db", "summarize", stdin="# Notes\nAda wrote code.\n")
+    assert out == "A summary.\n"
+    sent = server.requests[0].body["messages"][-1]["content"]
+    assert sent == "# Notes\nAda wrote code.\n\nsummarize"
+
+
+def test_a_slow_server_is_waited_for_timeout_seconds_once(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    import time
+
+    class SlowReply(Reply):
+        def encode(self) -> tuple[bytes, str]:
+            time.sleep(0.8)
+            return super().encode()
+
+    server.reply(SlowReply(body={}))
+    url = f"{server.url}/v1"
+    result = CliRunner().invoke(
+        cli,
+        ["prompt", "hi", "--base-url", url, "--db", str(tmp_path / "p.db"), "--timeout", "0.3"],
+    )
+    assert result.exit_code == 1
+    assert "did not answer in time" in result.output
+    assert "raise --timeout" in result.output
+    assert len(server.requests) == 1  # --max-retries (2) does not send it again

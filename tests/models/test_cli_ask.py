@@ -9,8 +9,8 @@ from click.testing import CliRunner
 
 from chatmemory._cli.app import cli
 
-from .fake_server import FakeServer, Reply
-from .test_openai import completion
+from .fake_server import FakeServer
+from .test_chat_cli import answer
 
 
 def test_ask_answers_from_the_ingested_passages(server: FakeServer, tmp_path: Path) -> None:
@@ -20,10 +20,10 @@ def test_ask_answers_from_the_ingested_passages(server: FakeServer, tmp_path: Pa
     db = str(tmp_path / "rag.db")
     runner = CliRunner()
     assert runner.invoke(cli, ["ingest", str(docs), "--db", db]).exit_code == 0
-    server.reply(Reply(body=completion("Five business days.")))
+    server.reply(answer("Five business", " days."))
     url = f"{server.url}/v1"
     question = ["ask", "How long do refunds take?", "--db", db, "--show-sources"]
-    result = runner.invoke(cli, [*question, "--base-url", url, "--chat-model", "gpt-4o-mini"])
+    result = runner.invoke(cli, [*question, "--base-url", url, "--model", "gpt-4o-mini"])
     assert result.exit_code == 0, result.output
     assert result.output.startswith("Five business days.\n[1] refunds.md (score ")
     [request] = server.requests

@@ -25,4 +25,8 @@ def main(args: Sequence[str] | None = None) -> None:
             raise
         print(_MISSING_EXTRA, file=sys.stderr)
         raise SystemExit(1) from None
+    for stream in (sys.stdout, sys.stderr):  # stored text may hold what no encoding can write
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="replace")
     cli.main(args=list(args) if args is not None else None)

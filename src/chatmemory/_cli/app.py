@@ -11,6 +11,7 @@ from .chat import chat
 from .demo import demo
 from .history import history
 from .ingest import ingest
+from .prompt import prompt
 from .tokens import tokens
 
 __all__ = ["cli"]
@@ -24,7 +25,8 @@ __all__ = ["cli"]
 )
 @click.version_option(package_name="chatmemory", prog_name="chatmemory")
 def cli() -> None:
-    """Conversation memory for LLM apps: chat, demo, history, ingest and ask, token counts."""
+    """Conversation memory for LLM apps: chat, one-shot prompts, demo, history, ingest and ask,
+    token counts."""
 
 
 cli.add_command(ask)
@@ -32,4 +34,5 @@ cli.add_command(chat)
 cli.add_command(demo)
 cli.add_command(history)
 cli.add_command(ingest)
+cli.add_command(prompt)
 cli.add_command(tokens)

@@ -7,15 +7,26 @@ from typing import Protocol
 
 import click
 
+from ..models import StreamingChatModel
 from ..rag import Content, DocumentKey, EmbeddingModel, HybridContentRetriever, Query
 from ..rag._ingest import model_label
-from .embeddings import embedding_options, make_embedding_model, open_embedding_store
+from ..services import TokenStream
+from .base import console
+from .chat import model_call_options
+from .embeddings import (
+    EMBEDDING_KINDS,
+    deprecated,
+    embedding_choice,
+    embedding_options,
+    make_embedding_model,
+    open_embedding_store,
+)
 
 __all__ = ["ask"]
 
 
 class _Answerer(Protocol):
-    def answer(self, question: str) -> str: ...
+    def answer(self, question: str) -> TokenStream: ...
 
 
 def _check_model(found: list[Content], model: EmbeddingModel) -> None:
@@ -25,56 +36,59 @@ def _check_model(found: list[Content], model: EmbeddingModel) -> None:
     if others:
         raise click.ClickException(
             f"the store was filled with {', '.join(sorted(map(str, others)))}, not {label}: "
-            f"ask with the --model you ingested with"
+            f"ask with the --embedding-model you ingested with"
         )
 
 
 @click.command()
 @click.argument("question")
+@click.option("--model", help="The chat model that answers [default: gpt-4o-mini].")
+@click.option("--base-url", help="An OpenAI-compatible server for the chat model.")
+@model_call_options
 @embedding_options
 @click.option("--max-results", type=click.IntRange(min=1), default=3, show_default=True)
 @click.option("--show-sources", is_flag=True, help="Print the passages the answer stands on.")
-@click.option("--chat-model", help="The model that answers [default: gpt-4o-mini].")
+@click.option("--chat-model", "old_chat_model", hidden=True)
 def ask(
     question: str,
-    model_kind: str,
-    embedding_model: str | None,
+    model: str | None,
     base_url: str | None,
+    timeout: float,
+    max_retries: int,
+    embedding_model: str | None,
+    embedding_base_url: str | None,
     store_kind: str,
     db: str | None,
     postgres_dsn: str | None,
     table: str,
     max_results: int,
     show_sources: bool,
-    chat_model: str | None,
+    old_chat_model: str | None,
 ) -> None:
     """Answer QUESTION from what `chatmemory ingest` stored (full text and vectors fused). With
     no chat model configured (no OPENAI_API_KEY, no --base-url) it prints the passages it
     found and their scores instead."""
     if not question.strip():
         raise click.BadParameter("is empty", param_hint="QUESTION")
-    model = make_embedding_model(model_kind, embedding_model, base_url)
-    with open_embedding_store(store_kind, db, postgres_dsn, table, model) as store:
-        retriever = HybridContentRetriever(store, model, max_results=max_results)
-        found = retriever.retrieve(Query(question))
-        _check_model(found, model)
+    model, embedder = _models(model, base_url, embedding_model, embedding_base_url, old_chat_model)
+    answering = bool(os.environ.get("OPENAI_API_KEY")) or base_url is not None
+    chat = None
+    if answering:
+        from .chat import make_model
+
+        chat, _, _ = make_model("openai", model, base_url, timeout, max_retries)
+    with open_embedding_store(store_kind, db, postgres_dsn, table, embedder, "read") as store:
+        retriever = HybridContentRetriever(store, embedder, max_results=max_results)
+        with console(stderr=True).status("retrieving…"):
+            found = retriever.retrieve(Query(question))
+        _check_model(found, embedder)
         if not found:
             click.echo("nothing ingested matches the question (try `chatmemory ingest PATH`)")
             return
-        answering = os.environ.get("OPENAI_API_KEY") or base_url is not None
-        if answering:
-            from ..services import ai_service
-            from .chat import make_model
-
-            chat, _, _ = make_model("openai", chat_model, base_url)
-            answerer: _Answerer = ai_service(
-                _Answerer,
-                chat_model=chat,
-                content_retriever=retriever,
-            )
-            click.echo(answerer.answer(question))
-        if show_sources or not answering:
-            if not answering:
+        if chat is not None:
+            _answer(chat, retriever, question)
+        if show_sources or chat is None:
+            if chat is None:
                 click.echo("no chat model configured: the passages retrieval found are")
             for rank, content in enumerate(found, 1):
                 meta = content.segment.metadata
@@ -83,3 +97,43 @@ def ask(
                     where += f" p.{meta[DocumentKey.PAGE]}"
                 click.echo(f"[{rank}] {where} (score {content.score or 0:.3g})")
                 click.echo(content.text)
+
+
+def _models(
+    model: str | None,
+    base_url: str | None,
+    embedding_model: str | None,
+    embedding_base_url: str | None,
+    old_chat_model: str | None,
+) -> tuple[str | None, EmbeddingModel]:
+    """The chat model's name and the embedding model, with the old spellings warned about:
+    `--model KIND` (now --embedding-model), `--chat-model` (now --model), and --base-url
+    serving the embeddings too (now --embedding-base-url)."""
+    old_kind = None
+    if model in EMBEDDING_KINDS:
+        old_kind, model = model, None
+    if old_chat_model is not None:
+        deprecated("--chat-model", "--model")
+        model = model or old_chat_model
+    choice = embedding_choice(embedding_model, old_kind)
+    if embedding_base_url is None and base_url is not None and choice not in ("hashing", "local"):
+        deprecated("--base-url for the embeddings", "--embedding-base-url")
+        embedding_base_url = base_url
+    return model, make_embedding_model(choice, embedding_base_url)
+
+
+def _answer(chat: StreamingChatModel, retriever: HybridContentRetriever, question: str) -> None:
+    """The answer, printed as it streams; a spinner until its first words."""
+    from ..services import ai_service
+
+    answerer: _Answerer = ai_service(
+        _Answerer, streaming_chat_model=chat, content_retriever=retriever
+    )
+    with console(stderr=True).status("retrieving and asking…") as status:
+        stream = answerer.answer(question).text()
+        first = next(stream, "")
+        status.stop()
+    click.echo(first, nl=False)
+    for piece in stream:
+        click.echo(piece, nl=False)
+    click.echo("")

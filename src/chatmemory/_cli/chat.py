@@ -15,10 +15,18 @@ from .._messages import AiMessage, SystemMessage, UserMessage
 from .._tokens import ApproximateTokenCountEstimator, OpenAiTokenCountEstimator
 from .._tokens.estimator import TokenCountEstimator
 from ..models import ChatRequest, ChatResponse, PartialText, StreamingChatModel
+from .base import F
 from .render import Row, message_lines, role, summary
 from .stores import Store, StoreSpec, store_options
 
-__all__ = ["chat", "make_model"]
+__all__ = [
+    "Session",
+    "chat",
+    "estimator_for",
+    "make_model",
+    "model_call_options",
+    "served_model",
+]
 
 DEFAULT_MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-3-5-haiku-latest"}
 KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
@@ -31,17 +39,39 @@ HELP = """\
 /exit           leave (Ctrl-D too)"""
 
 
+def model_call_options(command: F) -> F:
+    """Add --timeout and --max-retries, the chat model's call settings."""
+    command = click.option(
+        "--max-retries",
+        type=click.IntRange(min=0),
+        default=2,
+        show_default=True,
+        help="Retries of a failed call (rate limits, server errors; never a timed-out one).",
+    )(command)
+    return click.option(
+        "--timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=120.0,
+        show_default=True,
+        help="Seconds to wait for the model's answer (a slow local server needs more).",
+    )(command)
+
+
 def make_model(
-    provider: str | None, model: str | None, base_url: str | None
+    provider: str | None,
+    model: str | None,
+    base_url: str | None,
+    timeout: float = 120.0,
+    max_retries: int = 2,
 ) -> tuple[StreamingChatModel, str, str]:
     """The streaming model the options name, its provider and model name; a clear error when
-    none is configured (no API key variable, no local server URL)."""
+    none is configured (no API key variable, no local server URL). Without a model name, a
+    server at `base_url` is asked which it serves."""
     if provider is None:
         anthropic_only = os.environ.get("ANTHROPIC_API_KEY") and not os.environ.get(
             "OPENAI_API_KEY"
         )
         provider = "anthropic" if anthropic_only and base_url is None else "openai"
-    name = model or DEFAULT_MODELS[provider]
     variable = KEY_VARIABLES[provider]
     api_key = os.environ.get(variable)
     if not api_key and base_url is None:
@@ -52,16 +82,40 @@ def make_model(
             "http://localhost:11434/v1 with --model llama3.2"
         )
     api_key = api_key or "not-needed"  # local servers ignore it, the SDKs want one
+    settings: dict[str, Any] = {
+        "api_key": api_key,
+        "base_url": base_url,
+        "timeout": timeout,
+        "max_retries": max_retries,
+    }
     if provider == "anthropic":
         from ..models.anthropic import AnthropicChatModel
 
-        return AnthropicChatModel(model=name, api_key=api_key, base_url=base_url), provider, name
+        name = model or DEFAULT_MODELS[provider]
+        return AnthropicChatModel(model=name, **settings), provider, name
     from ..models.openai import OpenAiChatModel
 
-    return OpenAiChatModel(model=name, api_key=api_key, base_url=base_url), provider, name
+    name = model or served_model(base_url, api_key) or DEFAULT_MODELS[provider]
+    return OpenAiChatModel(model=name, **settings), provider, name
 
 
-def _estimator(model: str) -> TokenCountEstimator:
+def served_model(base_url: str | None, api_key: str) -> str | None:
+    """The first model an OpenAI-compatible server at `base_url` lists (None for OpenAI, or
+    when the server cannot say: the first call then reports what is wrong)."""
+    if base_url is None or "://" not in base_url:
+        return None
+    import openai
+
+    try:
+        with openai.OpenAI(base_url=base_url, api_key=api_key, timeout=10, max_retries=0) as sdk:
+            for served in sdk.models.list():
+                return served.id
+    except openai.OpenAIError:
+        return None
+    return None
+
+
+def estimator_for(model: str) -> TokenCountEstimator:
     try:
         return OpenAiTokenCountEstimator(model)
     except ConfigurationError:  # not an OpenAI model: counted approximately
@@ -69,7 +123,7 @@ def _estimator(model: str) -> TokenCountEstimator:
 
 
 @dataclass
-class _Session:
+class Session:
     memory: TokenWindowChatMemory
     store: Store
     model: StreamingChatModel
@@ -156,7 +210,11 @@ class _Session:
 
 
 @click.command()
-@click.option("--model", help="Model name [default: gpt-4o-mini, or a Claude model].")
+@click.option(
+    "--model",
+    help="Model name [default: the first a --base-url server lists, else gpt-4o-mini, or a "
+    "Claude model].",
+)
 @click.option("--base-url", help="An OpenAI-compatible server (Ollama, vLLM, llama.cpp...).")
 @click.option(
     "--provider",
@@ -172,11 +230,14 @@ class _Session:
     help="Tokens of conversation sent to the model; older messages leave the window.",
 )
 @click.option("--system", "system_text", help="Set the system message before chatting.")
+@model_call_options
 @store_options
 def chat(
     model: str | None,
     base_url: str | None,
     provider: str | None,
+    timeout: float,
+    max_retries: int,
     memory_id: str,
     max_tokens: int,
     system_text: str | None,
@@ -187,14 +248,14 @@ def chat(
     The model is OpenAI's unless --provider says otherwise; its key comes from OPENAI_API_KEY
     (or ANTHROPIC_API_KEY), or --base-url points at a local server that needs none.
     """
-    chat_model, provider, name = make_model(provider, model, base_url)
+    chat_model, provider, name = make_model(provider, model, base_url, timeout, max_retries)
     spec = StoreSpec.take(options)
-    estimator = _estimator(name)
+    estimator = estimator_for(name)
     with spec.open("create") as store:
         memory = TokenWindowChatMemory(
             max_tokens=max_tokens, estimator=estimator, id=memory_id, store=store
         )
-        session = _Session(memory, store, chat_model, estimator, max_tokens, click.echo)
+        session = Session(memory, store, chat_model, estimator, max_tokens, click.echo)
         if system_text:
             memory.add(SystemMessage(system_text))
         kept = len(memory.messages())

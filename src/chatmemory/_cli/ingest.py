@@ -7,7 +7,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ..rag import Ingestor, IngestProgress, ParagraphSplitter
 from .base import console
-from .embeddings import embedding_options, make_embedding_model, open_embedding_store
+from .embeddings import (
+    EMBEDDING_KINDS,
+    deprecated,
+    embedding_choice,
+    embedding_options,
+    make_embedding_model,
+    open_embedding_store,
+)
 
 __all__ = ["ingest"]
 
@@ -19,26 +26,33 @@ __all__ = ["ingest"]
               help="Largest segment, in characters.")  # fmt: skip
 @click.option("--overlap", type=click.IntRange(min=0), default=100, show_default=True,
               help="Characters repeated from the previous segment.")  # fmt: skip
+@click.option("--model", "old_kind", type=click.Choice(EMBEDDING_KINDS), hidden=True)
+@click.option("--base-url", "old_base_url", hidden=True)
 def ingest(
     paths: tuple[str, ...],
-    model_kind: str,
     embedding_model: str | None,
-    base_url: str | None,
+    embedding_base_url: str | None,
     store_kind: str,
     db: str | None,
     postgres_dsn: str | None,
     table: str,
     max_size: int,
     overlap: int,
+    old_kind: str | None,
+    old_base_url: str | None,
 ) -> None:
     """Read text, Markdown, HTML and PDF files (directories recursively), split them, embed
     them and store them for `chatmemory ask`. Unchanged files are skipped; a changed file
     replaces its old segments; a file an interrupted run left half-stored is completed."""
     if overlap >= max_size:
         raise click.BadParameter("must be smaller than --max-size", param_hint="--overlap")
-    model = make_embedding_model(model_kind, embedding_model, base_url)
+    if old_base_url is not None:
+        deprecated("--base-url", "--embedding-base-url")
+        embedding_base_url = embedding_base_url or old_base_url
+    choice = embedding_choice(embedding_model, old_kind)
+    model = make_embedding_model(choice, embedding_base_url)
     splitter = ParagraphSplitter(max_size, overlap)
-    with open_embedding_store(store_kind, db, postgres_dsn, table, model) as store:
+    with open_embedding_store(store_kind, db, postgres_dsn, table, model, "create") as store:
         ingestor = Ingestor(model, store, splitter=splitter)
         with Progress(
             TextColumn("{task.description}"),

@@ -7,6 +7,7 @@ conversation print as they are.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,6 +33,7 @@ __all__ = [
     "message_lines",
     "message_table",
     "n_messages",
+    "printable",
     "role",
     "summary",
 ]
@@ -76,7 +78,16 @@ def summary(message: ChatMessage) -> str:
     else:
         assert isinstance(message, CustomMessage)
         text = json.dumps(thaw(message.attributes), ensure_ascii=False, default=str)
-    return " ".join(text.split())
+    return printable(" ".join(text.split()))
+
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """`text` with every lone surrogate (which no terminal encoding can write, and LangChain4j
+    can store) shown as the replacement character U+FFFD."""
+    return _SURROGATES.sub("\ufffd", text)
 
 
 def _contents(contents: Sequence[Content]) -> str:

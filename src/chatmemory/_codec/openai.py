@@ -2,7 +2,10 @@
 
 - `SystemMessage` is `{"role": "system", "content": str}` ("developer" is read as system too);
 - `UserMessage` is `{"role": "user", "content": str or [parts], "name"?: str}`;
-- `AiMessage` is `{"role": "assistant", "content": str or None, "tool_calls"?: [...]}`;
+- `AiMessage` is `{"role": "assistant", "content": str or None, "tool_calls"?: [...]}`: tool
+  calls without text have `content` "" (OpenAI also takes null or no `content`, but llama.cpp's
+  server refuses null and its tool-calling chat template fails without the key), read back as
+  no text;
 - `ToolExecutionResultMessage` is `{"role": "tool", "tool_call_id": str, "content": ...}`.
 
 A user message with a single text is sent as a plain string, otherwise as parts: `text`,
@@ -106,7 +109,10 @@ def _write_user(message: UserMessage) -> OpenAiMessage:
 
 
 def _write_ai(message: AiMessage) -> OpenAiMessage:
-    obj: OpenAiMessage = {"role": "assistant", "content": message.text}
+    text = message.text
+    if text is None and message.tool_execution_requests:
+        text = ""
+    obj: OpenAiMessage = {"role": "assistant", "content": text}
     if message.tool_execution_requests:
         calls: list[_Part] = []
         for index, request in enumerate(message.tool_execution_requests):
@@ -301,6 +307,8 @@ def _read_user(item: Mapping[str, Any], tool_names: dict[str, str]) -> UserMessa
 def _read_assistant(item: Mapping[str, Any], tool_names: dict[str, str]) -> AiMessage:
     text = None if item.get("content") is None else _joined_text(item, refusals=True)
     raw = item.get("tool_calls")
+    if text == "" and raw:  # how a message with tool calls and no text is written
+        text = None
     requests: list[ToolExecutionRequest] = []
     if raw is not None:
         if not isinstance(raw, list):

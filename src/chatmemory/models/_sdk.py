@@ -19,6 +19,7 @@ from typing import Any
 from .._codec.invalid import quote
 from .._errors import ConfigurationError, ModelError, SerializationError
 from ._protocols import Capability
+from ._refusals import is_a_refusal
 from ._values import ChatRequest
 
 __all__ = ["CHECK_BASE_URL", "SdkErrors", "check_request", "mapped_errors", "missing_sdk"]
@@ -30,6 +31,10 @@ CHECK_BASE_URL = (
 
 _RETRIABLE_STATUSES = frozenset({408, 409, 429})
 _RETRIABLE_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})
+_REFUSED = (
+    "the server does not take part of the request, as its message says; not retried: the same "
+    "request fails again"
+)
 _HINTS = {
     400: "the provider refused the request; its message says what to change",
     401: "check the API key",
@@ -77,6 +82,13 @@ class SdkErrors:
     status: type[Exception]
     connection: type[Exception]
     timeout: type[Exception]
+    server: str | None = None
+    """The compatible server the adapter talks to (its base URL), when not the provider's."""
+
+    @property
+    def who(self) -> str:
+        """Who answered, for messages: the provider, or the server at its base URL."""
+        return f"the server at {self.server}" if self.server else self.provider
 
 
 @contextlib.contextmanager
@@ -89,7 +101,7 @@ def mapped_errors(sdk: SdkErrors, model: str) -> Iterator[None]:
         yield
     except SerializationError as error:  # our codec could not read what the provider sent
         raise ModelError(
-            f"{sdk.provider} sent an answer chatmemory cannot read (model {model!r}): {error} "
+            f"{sdk.who} sent an answer chatmemory cannot read (model {model!r}): {error} "
             f"(not retried: the same answer would come again; a compatible server behind "
             f"base_url may not follow the API here)",
             retriable=False,
@@ -97,14 +109,14 @@ def mapped_errors(sdk: SdkErrors, model: str) -> Iterator[None]:
         ) from error
     except json.JSONDecodeError as error:  # the SDK read a body or an event's data as JSON
         raise ModelError(
-            f"{sdk.provider} answered with text that is not JSON ({quote(error.doc[:200], 100)}: "
+            f"{sdk.who} answered with text that is not JSON ({quote(error.doc[:200], 100)}: "
             f"{error.msg} at character {error.pos}) for model {model!r}; {CHECK_BASE_URL}",
             retriable=False,
             provider=provider,
         ) from error
     except RecursionError as error:  # the same, of JSON nested deeper than the parser goes
         raise ModelError(
-            f"{sdk.provider} answered with JSON nested too deeply to read for model {model!r}; "
+            f"{sdk.who} answered with JSON nested too deeply to read for model {model!r}; "
             f"{CHECK_BASE_URL}",
             retriable=False,
             provider=provider,
@@ -117,14 +129,15 @@ def _model_error(sdk: SdkErrors, model: str, error: Exception) -> ModelError:
     provider = sdk.provider.lower()
     if isinstance(error, sdk.timeout):
         return ModelError(
-            f"{sdk.provider} did not answer in time (model {model!r}); try again, or raise "
-            f"`timeout`",
+            f"{sdk.who} did not answer in time (model {model!r}; not sent again, as it may "
+            f"still be working on it); try again later, or raise `timeout`",
             retriable=True,
             provider=provider,
         )
     if isinstance(error, sdk.connection):
         return ModelError(
-            f"cannot reach {sdk.provider} (model {model!r}): {error}; check the base_url and the "
+            f"cannot reach {sdk.who} (model {model!r}): {str(error).rstrip('.')}; check the "
+            f"base_url and the "
             f"network, then try again",
             retriable=True,
             provider=provider,
@@ -135,18 +148,23 @@ def _model_error(sdk: SdkErrors, model: str, error: Exception) -> ModelError:
         said = provider_message(body) or str(error)
         if status < 400:  # an error event inside a stream whose response began with 200
             return ModelError(
-                f"{sdk.provider} failed while streaming (model {model!r}): {said}",
+                f"{sdk.who} failed while streaming (model {model!r}): {said}",
                 retriable=_error_type(body) in _RETRIABLE_TYPES,
                 provider=provider,
                 provider_message=said,
                 request_id=getattr(error, "request_id", None),
             )
-        retriable = status in _RETRIABLE_STATUSES or status >= 500
+        refused = status >= 500 and is_a_refusal(said)
+        retriable = (status in _RETRIABLE_STATUSES or status >= 500) and not refused
         hint = _HINTS.get(status) or (
-            "the provider failed; try again later" if retriable else "see the provider's message"
+            _REFUSED
+            if refused
+            else "the provider failed; try again later"
+            if retriable
+            else "see the provider's message"
         )
         return ModelError(
-            f"{sdk.provider} answered HTTP {status} for model {model!r}: {said} ({hint})",
+            f"{sdk.who} answered HTTP {status} for model {model!r}: {said} ({hint})",
             retriable=retriable,
             status=status,
             provider=provider,
@@ -154,7 +172,7 @@ def _model_error(sdk: SdkErrors, model: str, error: Exception) -> ModelError:
             request_id=getattr(error, "request_id", None),
         )
     return ModelError(
-        f"{sdk.provider} call failed (model {model!r}): {error}",
+        f"{sdk.who} call failed (model {model!r}): {error}",
         retriable=False,
         provider=provider,
         provider_message=str(error),

@@ -50,7 +50,7 @@ def answer_object(sdk: SdkErrors, model: str, answer: object) -> dict[str, Any]:
     else:
         what = f"JSON that is not a JSON object ({describe(answer)})"
     raise ModelError(
-        f"{sdk.provider} answered with {what} for model {model!r}; {CHECK_BASE_URL}",
+        f"{sdk.who} answered with {what} for model {model!r}; {CHECK_BASE_URL}",
         retriable=False,
         provider=sdk.provider.lower(),
     )
@@ -64,7 +64,7 @@ def no_events(sdk: SdkErrors, model: str, stream: object) -> ModelError:
     kind = headers.get("content-type") if isinstance(headers, Mapping) else None
     said = f"its Content-Type is {kind!r}" if kind else "it has no Content-Type"
     return ModelError(
-        f"{sdk.provider} answered a streaming call of model {model!r} with no stream events "
+        f"{sdk.who} answered a streaming call of model {model!r} with no stream events "
         f"({said}); {CHECK_BASE_URL}, or call `chat` instead of streaming (and leave "
         f"Capability.STREAMING out of the model's capabilities)",
         retriable=False,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
 
 from .._codec.openai import from_openai, to_openai
 from .._errors import ConfigurationError, ModelError
@@ -19,7 +20,8 @@ from ._assembly import StreamAssembler
 from ._events import StreamEvent
 from ._openai_clients import OpenAiClients, require_openai
 from ._protocols import Capability
-from ._sdk import SdkErrors, check_request, mapped_errors
+from ._refusals import Refusals, refused_feature, without
+from ._sdk import SdkErrors, check_request, mapped_errors, provider_message
 from ._values import (
     ChatParameters,
     ChatRequest,
@@ -57,9 +59,17 @@ class OpenAiChatModel:
       and server errors with backoff; what still fails raises `ModelError`.
     - `parameters` are the defaults every request's own parameters override.
     - `capabilities` defaults to all (tools, JSON schema, streaming); declare fewer for a
-      server that lacks some, and requests needing them fail before any call.
+      server that lacks some, and requests needing them fail before any call. A server that
+      refuses a feature of a request (a JSON-schema response format, strict tools, parallel
+      tool calls, stream options) with an error naming it gets the request again without it
+      (see `chatmemory.models._refusals`: JSON mode and format instructions instead of a
+      schema); what it refused is remembered for its base URL and model and logged once, and
+      `capabilities` then leaves out RESPONSE_FORMAT_JSON_SCHEMA when the schema was refused,
+      so AI services send format instructions themselves.
     - `max_tokens_field`: OpenAI's current name for the output limit is
-      ``max_completion_tokens``; older compatible servers want ``max_tokens``.
+      ``max_completion_tokens``; compatible servers want ``max_tokens`` (llama.cpp's Python
+      server ignores the other and generates to the end of its context). The default is the
+      first for OpenAI (no `base_url`, or api.openai.com) and the second for any other server.
     - `client` / `async_client`: SDK clients to use instead of making them (an
       ``openai.AzureOpenAI``, a client with your own HTTP settings). The model closes only the
       clients it made.
@@ -76,13 +86,15 @@ class OpenAiChatModel:
         max_retries: int = 2,
         parameters: ChatParameters | None = None,
         capabilities: Iterable[Capability] | None = None,
-        max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens",
+        max_tokens_field: Literal["max_completion_tokens", "max_tokens"] | None = None,
         client: OpenAI | None = None,
         async_client: AsyncOpenAI | None = None,
     ) -> None:
         require_openai("OpenAiChatModel")
         if not isinstance(model, str) or not model:
             raise ConfigurationError(f"`model` must be a non-empty str, got {model!r}")
+        if max_tokens_field is None:
+            max_tokens_field = "max_completion_tokens" if _is_openai(base_url) else "max_tokens"
         if max_tokens_field not in ("max_completion_tokens", "max_tokens"):
             raise ConfigurationError(
                 f"`max_tokens_field` must be 'max_completion_tokens' or 'max_tokens', "
@@ -90,9 +102,10 @@ class OpenAiChatModel:
             )
         self.model = model
         self.parameters = ChatParameters(model=model).merged(parameters)
-        self.capabilities: frozenset[Capability] = (
+        self.declared_capabilities: frozenset[Capability] = (
             ALL_CAPABILITIES if capabilities is None else frozenset(capabilities)
         )
+        """The capabilities given (all by default), before any refusal was learned."""
         self._max_tokens_field = max_tokens_field
         self._clients = OpenAiClients(
             model,
@@ -105,6 +118,15 @@ class OpenAiChatModel:
             async_client=async_client,
         )
         self._errors = self._clients.errors
+        self._refusals = Refusals(base_url, model)
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """What the model can do: the declared capabilities, without a JSON-schema response
+        format once the server refused one for this model."""
+        if "json_schema" in self._refusals.known(self.model):
+            return self.declared_capabilities - {Capability.RESPONSE_FORMAT_JSON_SCHEMA}
+        return self.declared_capabilities
 
     def __repr__(self) -> str:
         base_url = self._clients.base_url
@@ -125,14 +147,14 @@ class OpenAiChatModel:
         """The model's answer to `request`; `ModelError` when the call fails."""
         args = self._arguments(request)
         with mapped_errors(self._errors, args["model"]):
-            completion = self._clients.sync().chat.completions.create(**args)
+            completion = self._create(args)
             return _response(answer_object(self._errors, args["model"], completion))
 
     async def achat(self, request: ChatRequest, /) -> ChatResponse:
         """The model's answer to `request`, without blocking the event loop."""
         args = self._arguments(request)
         with mapped_errors(self._errors, args["model"]):
-            completion = await self._clients.async_().chat.completions.create(**args)
+            completion = await self._acreate(args)
             return _response(answer_object(self._errors, args["model"], completion))
 
     def stream(self, request: ChatRequest, /) -> Iterator[StreamEvent]:
@@ -148,7 +170,7 @@ class OpenAiChatModel:
     def _stream(self, args: dict[str, Any]) -> Iterator[StreamEvent]:
         state = _StreamState(self._errors, args["model"])
         with mapped_errors(self._errors, args["model"]):
-            chunks = self._clients.sync().chat.completions.create(**args)
+            chunks = self._create(args)
             with chunks:
                 for chunk in chunks:
                     yield from state.feed(chunk)
@@ -158,7 +180,7 @@ class OpenAiChatModel:
     async def _astream(self, args: dict[str, Any]) -> AsyncIterator[StreamEvent]:
         state = _StreamState(self._errors, args["model"])
         with mapped_errors(self._errors, args["model"]):
-            chunks = await self._clients.async_().chat.completions.create(**args)
+            chunks = await self._acreate(args)
             async with chunks:
                 async for chunk in chunks:
                     for event in state.feed(chunk):
@@ -167,21 +189,49 @@ class OpenAiChatModel:
         for event in state.finish():
             yield event
 
+    def _create(self, args: dict[str, Any]) -> Any:
+        """`chat.completions.create(**args)`, sent again without each feature the server
+        refuses (the SDK's errors propagate)."""
+        while True:
+            try:
+                return self._clients.sync().chat.completions.create(**args)
+            except self._errors.status as error:
+                args = self._without_refused(args, error)
+
+    async def _acreate(self, args: dict[str, Any]) -> Any:
+        """`_create` without blocking."""
+        while True:
+            try:
+                return await self._clients.async_().chat.completions.create(**args)
+            except self._errors.status as error:
+                args = self._without_refused(args, error)
+
+    def _without_refused(self, args: dict[str, Any], error: Exception) -> dict[str, Any]:
+        """`args` without the feature `error` refuses, learned; `error` raised again when it
+        names none."""
+        status: int = getattr(error, "status_code", 0)
+        message = provider_message(getattr(error, "body", None)) or str(error)
+        feature = refused_feature(status, message, args)
+        if feature is None:
+            raise error
+        self._refusals.learn(args["model"], feature, message)
+        return without(feature, args)
+
     # --- the request ------------------------------------------------------------------------
 
     def _streaming_arguments(self, request: ChatRequest) -> dict[str, Any]:
-        if Capability.STREAMING not in self.capabilities:
+        if Capability.STREAMING not in self.declared_capabilities:
             raise ConfigurationError(
                 f"{self!r} does not declare Capability.STREAMING; call `chat` instead"
             )
         args = self._arguments(request)
         args["stream"] = True
         args["stream_options"] = {"include_usage": True}
-        return args
+        return self._refusals.applied(args)
 
     def _arguments(self, request: ChatRequest) -> dict[str, Any]:
         """The keyword arguments of `chat.completions.create` for `request`."""
-        check_request(repr(self), self.capabilities, request)
+        check_request(repr(self), self.declared_capabilities, request)
         params = self.parameters.merged(request.parameters)
         args: dict[str, Any] = {"model": params.model, "messages": to_openai(request.messages)}
         if request.tools:
@@ -211,7 +261,11 @@ class OpenAiChatModel:
         if "tools" in args:
             extra["tools"] = args.pop("tools")
         args["extra_body"] = extra
-        return args
+        return self._refusals.applied(args)
+
+
+def _is_openai(base_url: str | None) -> bool:
+    return base_url is None or urlsplit(base_url).hostname == "api.openai.com"
 
 
 def _tool(spec: ToolSpecification) -> dict[str, Any]:
