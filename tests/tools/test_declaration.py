@@ -591,6 +591,8 @@ def test_tool_from_a_builtin_says_to_wrap_it() -> None:
         tool_from("min")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="a tool name is 1 to 64"):
         tool_from(abs, name="no spaces")
+    with pytest.raises(ConfigurationError, match="a tool description is a str, got 3"):
+        tool_from(abs, description=3)  # type: ignore[arg-type]
 
 
 def test_registration_errors_say_what_to_pass() -> None:
