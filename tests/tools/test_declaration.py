@@ -59,6 +59,10 @@ class Tree(BaseModel):
     children: list[Tree] = []
 
 
+class Price(BaseModel):
+    amounts: list[Decimal | None]
+
+
 class Span(TypedDict):
     start: date
     days: int
@@ -295,6 +299,13 @@ def test_decimal_arguments_are_exact_and_floats_stay_floats() -> None:
     assert rate == 0.1
     assert anything == [1.5, {"x": 2.25}]
     assert [type(anything[0]), type(anything[1]["x"]), type(rows["y"])] == [float] * 3
+
+    @tool
+    def price(it: Price) -> str:
+        return repr(it.amounts)
+
+    exact = one(price).execute('{"it": {"amounts": [0.1000000000000000000001]}}', CONTEXT)
+    assert exact.text == "[Decimal('0.1000000000000000000001')]"
 
 
 def test_unknown_arguments_are_refused_unless_the_tool_ignores_them() -> None:

@@ -238,6 +238,7 @@ class _Compiled:
     returns_none: bool
     is_async: bool
     null_is_default: frozenset[str]  # the arguments for which null means the default
+    exact: bool  # a Decimal somewhere in the parameters: numbers are read remembering their text
 
 
 def _compile(function: Callable[..., Any], declared: ToolDeclaration, bound: bool) -> _Compiled:
@@ -295,7 +296,17 @@ def _compile(function: Callable[..., Any], declared: ToolDeclaration, bound: boo
             for field, info in model.model_fields.items()
             if not info.is_required() and not _takes_none(info.annotation)
         ),
+        _has_decimal(model.__pydantic_core_schema__),
     )
+
+
+def _has_decimal(schema: object) -> bool:
+    """Whether pydantic's core schema validates a `Decimal` anywhere."""
+    if isinstance(schema, dict):
+        return schema.get("type") == "decimal" or any(_has_decimal(v) for v in schema.values())
+    if isinstance(schema, list):
+        return any(_has_decimal(item) for item in schema)
+    return False
 
 
 _SECTION = re.compile(
@@ -478,7 +489,7 @@ class FunctionTool:
 
     def _arguments(self, arguments: str, context: ToolContext) -> dict[str, Any]:
         name = self._compiled.specification.name
-        parsed = _parse(arguments, name, _Number)
+        parsed = _parse(arguments, name, _Number if self._compiled.exact else float)
         for key in self._compiled.null_is_default.intersection(parsed):
             if parsed[key] is None:
                 del parsed[key]
@@ -547,7 +558,8 @@ def _parse(arguments: str, tool: str, number: Callable[[str], Any]) -> dict[str,
 
 class _Number(float):
     """A JSON number with a fraction, as a float that remembers how it was written: a
-    `Decimal` parameter is made from the text (exact), any other from the float."""
+    `Decimal` is made from the text (exact), anything else from the float. Only for tools with
+    a `Decimal` among their parameters."""
 
     text: str
 
