@@ -18,6 +18,7 @@ from chatmemory import (
     ConfigurationError,
     InMemoryChatMemoryStore,
     MessageWindowChatMemory,
+    ModelError,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
     ToolLoopError,
@@ -40,7 +41,7 @@ from chatmemory.services import (
     ai_service,
 )
 from chatmemory.testing import ScriptedChatModel
-from chatmemory.tools import ReturnBehavior, Tool, ToolContext
+from chatmemory.tools import ReturnBehavior, Tool, ToolArgumentsError, ToolContext, tool, tool_from
 from tests.services.tooling import FnTool
 
 
@@ -536,3 +537,78 @@ def test_cancelling_an_async_call_inside_a_tool_stores_nothing() -> None:
         assert store.history("u") == []
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_tool_call_without_an_id_gets_one_when_it_arrives(mode: str) -> None:
+    weather = FnTool("weather", lambda city: f"snow in {city}", "city")
+    unnamed = AiMessage(
+        tool_execution_requests=[
+            ToolExecutionRequest(None, "weather", '{"city": "Oslo"}'),
+            ToolExecutionRequest(None, "weather", '{"city": "Bergen"}'),
+        ]
+    )
+    service, model, store = make([unnamed, "It snows."], weather)
+    assert ask(service, mode, "u", "Weather?") == "It snows."
+    call, *results = model.requests[1].messages[-3:]
+    assert isinstance(call, AiMessage)
+    ids = [r.id for r in call.tool_execution_requests]
+    assert all(isinstance(i, str) and i for i in ids)
+    assert len(set(ids)) == 2
+    assert all(isinstance(m, ToolExecutionResultMessage) for m in results)
+    assert [(m.id, m.text) for m in results] == [  # type: ignore[union-attr]
+        (ids[0], "snow in Oslo"),
+        (ids[1], "snow in Bergen"),
+    ]
+    stored = [e.message for e in store.history("u")]
+    assert stored[1] == call
+    assert well_formed(stored)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_tool_call_cut_by_the_output_limit_says_to_raise_it(mode: str) -> None:
+    ran: list[str] = []
+
+    def forecast(city: str) -> str:
+        ran.append(city)
+        return f"snow in {city}"
+
+    weather = FnTool("weather", forecast, "city")
+    cut = ChatResponse(
+        ai_message=calls(("weather", '{"city": "Os')), finish_reason=FinishReason.LENGTH
+    )
+    service, model, store = make([cut, "never"], weather)
+    with pytest.raises(ModelError, match=r"cut off .*max_output_tokens") as caught:
+        ask(service, mode, "u", "Weather?")
+    assert not caught.value.retriable
+    assert len(model.requests) == 1  # not retried at the same limit
+    assert ran == []  # a stream may start it early: it fails on its arguments, never runs
+    assert store.history("u") == []
+    whole = ChatResponse(
+        ai_message=calls(("weather", '{"city": "Oslo"}')), finish_reason=FinishReason.LENGTH
+    )
+    service, _, _ = make([whole, "It snows."], weather)  # complete calls still run
+    assert ask(service, mode, "u", "Weather?") == "It snows."
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_huge_invalid_arguments_are_not_echoed_whole(mode: str) -> None:
+    class Echoing(FnTool):
+        def _arguments(self, arguments: str) -> dict[str, Any]:
+            raise ToolArgumentsError(f"cannot read {arguments}", tool="echo", arguments=arguments)
+
+    @tool
+    def weather(city: str) -> str:
+        return f"snow in {city}"
+
+    huge = '{"city": ' + "[1, " * 250_000 + "]"
+    service, model, store = make(
+        [calls(("weather", huge), ("echo", huge), ("weather", '{"city": "' + "x" * 10**6)), "ok"],
+        tool_from(weather),
+        Echoing("echo", lambda: "never"),
+    )
+    assert ask(service, mode, "u", "go") == "ok"
+    results = [m for m in model.requests[1].messages if isinstance(m, ToolExecutionResultMessage)]
+    assert [r.is_error for r in results] == [True] * 3
+    assert all(len(r.text) < 1500 for r in results), [len(r.text) for r in results]
+    assert well_formed([e.message for e in store.history("u")])

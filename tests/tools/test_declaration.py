@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal, Optional
 from uuid import UUID
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
 from chatmemory import ConfigurationError
@@ -59,6 +59,10 @@ class Tree(BaseModel):
     children: list[Tree] = []
 
 
+class Price(BaseModel):
+    amounts: list[Decimal | None]
+
+
 class Span(TypedDict):
     start: date
     days: int
@@ -87,6 +91,7 @@ def test_name_and_description_from_the_function_and_its_google_docstring() -> No
             "days": {"type": "integer", "default": 1, "description": "How many days ahead."},
         },
         "required": ["city"],
+        "additionalProperties": False,
     }
     assert get_weather("Oslo") == "sunny in Oslo for 1 days"  # still a plain function
 
@@ -193,13 +198,177 @@ def test_strict_mode_is_what_openai_requires() -> None:
         collect_tools([tag])
 
 
+def test_strict_mode_without_parameters_still_says_no_properties_are_allowed() -> None:
+    @tool(strict=True)
+    def ping() -> str:
+        return "pong"
+
+    @tool(strict=True, extra_arguments="ignore")
+    def pong() -> str:
+        return "ping"
+
+    for item in (ping, pong):
+        assert schema(item) == {
+            "type": "object",
+            "properties": {},
+            "additionalProperties": False,
+            "required": [],
+        }
+
+
+def test_null_for_a_parameter_with_a_default_means_the_default() -> None:
+    seen: list[Any] = []
+
+    @tool
+    def forecast(
+        city: str,
+        unit: Unit = Unit.CELSIUS,
+        days: Annotated[int, P("How many days", name="n_days")] = 1,
+        note: str | None = "none",
+        extra: Annotated[int, Field(default=7)] = 7,
+    ) -> str:
+        seen.append((city, unit, days, note, extra))
+        return "ok"
+
+    one(forecast).execute(
+        '{"city": "Oslo", "unit": null, "n_days": null, "note": null, "extra": null}', CONTEXT
+    )
+    assert seen == [("Oslo", Unit.CELSIUS, 1, None, 7)]  # a type that takes None gets None
+    with pytest.raises(ToolArgumentsError, match="city: Input should be a valid string"):
+        one(forecast).execute('{"city": null}', CONTEXT)
+    assert len(seen) == 1
+
+
+def test_field_in_annotated_describes_constrains_and_renames() -> None:
+    seen: list[Any] = []
+
+    @tool
+    def forecast(
+        days: Annotated[int, Field(ge=1, le=7, description="How many days, 1 to 7")],
+        city: Annotated[str, Field(alias="town", min_length=2)],
+        hours: Annotated[int, Field(default=12, description="Hours of each day")],
+        step: int = Field(3, gt=0),  # pydantic-ai's spelling
+    ) -> str:
+        """Forecast.
+
+        Args:
+            days: Ignored: Field's description wins.
+            city: The town.
+        """
+        seen.append((days, city, hours, step))
+        return "ok"
+
+    found = schema(forecast)
+    assert found["properties"] == {
+        "days": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 7,
+            "description": "How many days, 1 to 7",
+        },
+        "town": {"type": "string", "minLength": 2, "description": "The town."},
+        "hours": {"type": "integer", "default": 12, "description": "Hours of each day"},
+        "step": {"type": "integer", "default": 3, "exclusiveMinimum": 0},
+    }
+    assert found["required"] == ["days", "town"]
+    with pytest.raises(ToolArgumentsError, match="days: Input should be less than or equal to 7"):
+        one(forecast).execute('{"days": 99, "town": "Oslo"}', CONTEXT)
+    with pytest.raises(ToolArgumentsError, match="step: Input should be greater than 0"):
+        one(forecast).execute('{"days": 2, "town": "Oslo", "step": 0}', CONTEXT)
+    assert seen == []
+    one(forecast).execute('{"days": 2, "town": "Oslo"}', CONTEXT)
+    assert seen == [(2, "Oslo", 12, 3)]
+
+
+def test_decimal_arguments_are_exact_and_floats_stay_floats() -> None:
+    seen: list[Any] = []
+
+    @tool
+    def pay(amount: Decimal, rate: float, place: Place, anything: Any, rows: dict[str, Any]) -> str:
+        seen.append((amount, rate, anything, rows))
+        return "paid"
+
+    one(pay).execute(
+        '{"amount": 1234567890.123456789, "rate": 0.1, "place": {"city": "Oslo"}, '
+        '"anything": [1.5, {"x": 2.25}], "rows": {"y": 0.5}}',
+        CONTEXT,
+    )
+    [(amount, rate, anything, rows)] = seen
+    assert amount == Decimal("1234567890.123456789")
+    assert type(rate) is float
+    assert rate == 0.1
+    assert anything == [1.5, {"x": 2.25}]
+    assert [type(anything[0]), type(anything[1]["x"]), type(rows["y"])] == [float] * 3
+
+    @tool
+    def price(it: Price) -> str:
+        return repr(it.amounts)
+
+    exact = one(price).execute('{"it": {"amounts": [0.1000000000000000000001]}}', CONTEXT)
+    assert exact.text == "[Decimal('0.1000000000000000000001')]"
+
+
+def test_unknown_arguments_are_refused_unless_the_tool_ignores_them() -> None:
+    seen: list[Any] = []
+
+    @tool
+    def forecast(city: str, days: int = 1) -> str:
+        seen.append((city, days))
+        return "ok"
+
+    @tool(extra_arguments="ignore")
+    def lenient(city: str, days: int = 1) -> str:
+        seen.append((city, days))
+        return "ok"
+
+    with pytest.raises(ToolArgumentsError, match="dayz: this tool takes no such argument"):
+        one(forecast).execute('{"city": "Oslo", "dayz": 3}', CONTEXT)
+    with pytest.raises(ToolArgumentsError) as caught:
+        one(forecast).execute('{"city": "Oslo", "' + "k" * 100_000 + '": 3}', CONTEXT)
+    assert len(str(caught.value)) < 300
+    assert seen == []
+    assert "additionalProperties" not in schema(lenient)
+    assert one(lenient).execute('{"city": "Oslo", "dayz": 3}', CONTEXT).text == "ok"
+    assert seen == [("Oslo", 1)]
+    with pytest.raises(ConfigurationError, match="`extra_arguments` must be one of forbid, ig"):
+        tool(extra_arguments="allow")  # type: ignore[call-overload]
+
+
+def test_a_docstring_with_only_an_args_section_describes_the_parameters() -> None:
+    @tool
+    def forecast(city: str, days: Annotated[int, Field(description="From Field")] = 1) -> str:
+        """Args:
+        city: The city, in English.
+        days: Overridden by Field.
+        """
+        return "ok"
+
+    @tool
+    def indented(city: str, days: Annotated[int, Field(description="From Field")] = 1) -> str:
+        """
+        Args:
+            city: The city, in English.
+            days: Overridden by Field.
+        Returns:
+            Not the description.
+        """
+        return "ok"
+
+    for item in (forecast, indented):
+        assert one(item).specification.description is None
+        assert schema(item)["properties"] == {
+            "city": {"type": "string", "description": "The city, in English."},
+            "days": {"type": "integer", "default": 1, "description": "From Field"},
+        }
+
+
 def test_specifications_are_made_once_per_function() -> None:
     @tool
     def ping() -> str:
         return "pong"
 
     assert one(ping).specification is one(ping).specification
-    assert schema(ping) == {"type": "object", "properties": {}}
+    assert schema(ping) == {"type": "object", "properties": {}, "additionalProperties": False}
 
 
 def test_arguments_are_validated_and_coerced_before_the_function_runs() -> None:
@@ -397,6 +566,44 @@ def test_tool_from_wraps_an_undecorated_function() -> None:
     assert made.specification.name == "plus"
     assert made.execute('{"a": 1, "b": "2"}', CONTEXT).text == "3"
     assert collect_tools([made]) == [made]
+
+
+def test_tool_from_declares_each_time_and_leaves_the_function_alone() -> None:
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    plus = tool_from(add, name="plus", description="Plus.")
+    total = tool_from(add, name="total", return_behavior="immediate")
+    assert (plus.specification.name, plus.specification.description) == ("plus", "Plus.")
+    assert (total.specification.name, total.specification.description) == (
+        "total",
+        "Add two numbers.",
+    )
+    assert (plus.return_behavior, total.return_behavior) == ("to_model", "immediate")
+    assert vars(add) == {}
+    with pytest.raises(ConfigurationError, match="is not a tool: decorate it with @tool"):
+        collect_tools([add])
+
+    @tool("Sum.", strict=True)
+    def summed(a: int, b: int) -> int:
+        return a + b
+
+    renamed = tool_from(summed, name="sum2")
+    assert (renamed.specification.name, renamed.specification.description) == ("sum2", "Sum.")
+    assert renamed.specification.strict is True
+    assert one(summed).specification.name == "summed"
+
+
+def test_tool_from_a_builtin_says_to_wrap_it() -> None:
+    with pytest.raises(ConfigurationError, match=r"a builtin has no signature.*wrap it"):
+        tool_from(min).specification  # noqa: B018
+    with pytest.raises(ConfigurationError, match="tool_from takes a function"):
+        tool_from("min")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="a tool name is 1 to 64"):
+        tool_from(abs, name="no spaces")
+    with pytest.raises(ConfigurationError, match="a tool description is a str, got 3"):
+        tool_from(abs, description=3)  # type: ignore[arg-type]
 
 
 def test_registration_errors_say_what_to_pass() -> None:

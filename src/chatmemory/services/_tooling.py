@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Literal, TypeAlias
 
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, shorten
 from .._messages import AiMessage, ChatMessage, ToolExecutionRequest, ToolExecutionResultMessage
 from ..models import ToolSpecification
 from ..tools import (
@@ -139,7 +139,13 @@ def _unknown(request: ToolExecutionRequest, options: ToolOptions, available: Seq
 
 
 def _invalid(error: ToolArgumentsError, request: ToolExecutionRequest) -> str:
-    return f"Invalid arguments for the tool {json.dumps(request.name)}: {error}. Call it again."
+    """What the model hears of its invalid arguments: the error, shortened (a hand-written
+    tool's message may quote all of them), so they are never stored whole as the result."""
+    told = shorten(str(error), _TOLD)
+    return f"Invalid arguments for the tool {json.dumps(request.name)}: {told}. Call it again."
+
+
+_TOLD = 1000
 
 
 def is_immediate(attempts: Sequence[Attempt], executions: Sequence[ToolExecution]) -> bool:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
+import uuid
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,6 +20,7 @@ from typing import Any, Protocol, TypeVar
 
 from .._errors import (
     ConfigurationError,
+    ModelError,
     ModerationError,
     OutputParsingError,
     ToolLoopError,
@@ -49,7 +52,7 @@ from ..rag import (
     QueryMetadata,
     RetrievalAugmentor,
 )
-from ..tools import Tool, ToolArgumentsError, ToolContext, ToolOutput
+from ..tools import Tool, ToolArgumentsError, ToolContext, ToolOutput, parse_arguments
 from ._memories import AnyMemory
 from ._output import OutputSpec
 from ._recalling import RecallStep
@@ -268,13 +271,14 @@ def _converse(state: _Turn) -> Flow[bool]:
         state.specs = yield from call(Port.tool_specifications, not state.responses)
         window = yield from call(Port.window, state.pending)
         state.messages = [state.to_model if m is state.stored else m for m in window]
-        response = yield from call(Port.exchange, state.request())
+        response = _with_ids((yield from call(Port.exchange, state.request())))
         state.responses.append(response)
         if given.moderated and len(state.responses) == 1:
             _check(moderation=(yield from call(Port.verdict)))
         calls = response.ai_message.tool_execution_requests
         if not calls:
             return False
+        _check_not_cut(response)
         if len(state.responses) > given.tools.max_round_trips:
             raise ToolLoopError(
                 f"Something is wrong: the model asked for tools more than "
@@ -288,6 +292,46 @@ def _converse(state: _Turn) -> Flow[bool]:
             yield from call(Port.emit, ToolExecuted(execution))
         if done.immediate:
             return True
+
+
+def _with_ids(response: ChatResponse) -> ChatResponse:
+    """`response` with an id for each tool call the provider sent without one, so its result
+    can answer it (in the memory, and to a provider that matches results by id)."""
+    message = response.ai_message
+    requests = message.tool_execution_requests
+    if all(r.id is not None for r in requests):
+        return response
+    named = [
+        r
+        if r.id is not None
+        else ToolExecutionRequest(f"call_{uuid.uuid4().hex}", r.name, r.arguments)
+        for r in requests
+    ]
+    message = AiMessage(
+        message.text,
+        thinking=message.thinking,
+        tool_execution_requests=named,
+        attributes=message.attributes,
+    )
+    return dataclasses.replace(response, ai_message=message)
+
+
+def _check_not_cut(response: ChatResponse) -> None:
+    """A tool call the output token limit cut off cannot be run, and asking again at the same
+    limit cuts it again: the call ends saying what to raise."""
+    if response.finish_reason is not FinishReason.LENGTH:
+        return
+    for request in response.ai_message.tool_execution_requests:
+        try:
+            parse_arguments(request.arguments, request.name)
+        except ToolArgumentsError:
+            raise ModelError(
+                f"the model's call of the tool {request.name!r} was cut off at the output token "
+                f"limit (finish reason LENGTH), so its arguments are incomplete: "
+                f"{shorten(request.arguments)}; raise max_output_tokens (ChatParameters) for "
+                f"this service or method; nothing was stored",
+                retriable=False,
+            ) from None
 
 
 def _check(*, moderation: Moderation) -> None:

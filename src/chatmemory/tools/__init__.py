@@ -11,10 +11,19 @@ from ._contracts import (
     ToolOutput,
     ToolProvider,
 )
-from ._declare import FunctionTool, P, ToolMemoryId, parse_arguments, tool, tool_from
+from ._declare import (
+    ExtraArguments,
+    FunctionTool,
+    P,
+    ToolMemoryId,
+    parse_arguments,
+    tool,
+    tool_from,
+)
 
 __all__ = [
     "AsyncToolProvider",
+    "ExtraArguments",
     "FunctionTool",
     "P",
     "ReturnBehavior",

@@ -7,10 +7,15 @@ def weather(city: Annotated[str, P("The city, in English")], days: int = 1) -> F
     '''The forecast for the next days.'''
 ```
 
-The description comes from the decorator or the docstring; Google, NumPy and reST parameter
-sections describe the parameters (`P` wins). A parameter with a default or typed ``X | None`` is
-not required. A parameter typed `ToolMemoryId` receives the service's memory id and is not shown
-to the model. Everything is worked out once per function, on first use.
+The description comes from the decorator or the docstring's summary; Google, NumPy and reST
+parameter sections describe the parameters (`P` wins, then pydantic's ``Field(description=...)``).
+``Annotated[int, Field(ge=1, le=7)]`` puts the constraints (and a `Field`'s alias, default,
+description) in the schema and enforces them. A parameter with a default or typed ``X | None`` is
+not required; ``null`` for a parameter with a default means the default (unless its type takes
+``None``). Arguments the function does not take are refused (``additionalProperties: false``),
+unless the tool says ``extra_arguments="ignore"``. Numbers reach a `Decimal` parameter exactly as
+the model wrote them. A parameter typed `ToolMemoryId` receives the service's memory id and is not
+shown to the model. Everything is worked out once per declaration, on first use.
 """
 
 from __future__ import annotations
@@ -24,11 +29,23 @@ import re
 import types
 import typing
 from collections.abc import Callable, Coroutine
-from typing import Annotated, Any, NewType, TypeVar, Union, get_args, get_origin, overload
+from typing import (
+    Annotated,
+    Any,
+    Literal,
+    NewType,
+    TypeAlias,
+    TypeVar,
+    Union,
+    get_args,
+    get_origin,
+    overload,
+)
 
 import docstring_parser
 import pydantic
 import pydantic_core
+from pydantic.fields import FieldInfo
 
 from .._errors import ConfigurationError, shorten
 from .._json_schema import lenient_schema, strict_schema
@@ -41,9 +58,22 @@ from ._contracts import (
     ToolOutput,
 )
 
-__all__ = ["FunctionTool", "P", "ToolDeclaration", "ToolMemoryId", "tool", "tool_from"]
+__all__ = [
+    "ExtraArguments",
+    "FunctionTool",
+    "P",
+    "ToolDeclaration",
+    "ToolMemoryId",
+    "tool",
+    "tool_from",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+ExtraArguments: TypeAlias = Literal["forbid", "ignore"]
+"""What a tool does with arguments it does not take: refuse them (`forbid`, the default: the
+schema says ``additionalProperties: false`` and the model is told which argument is unknown), or
+drop them (`ignore`)."""
 
 ToolMemoryId = NewType("ToolMemoryId", str)
 """Type a tool parameter `ToolMemoryId` (or ``Annotated[str, ToolMemoryId]``) to receive the
@@ -51,6 +81,7 @@ memory id of the service call; the model never sees it."""
 
 _ATTRIBUTE = "__chatmemory_tool__"
 _BEHAVIORS = ("to_model", "immediate", "immediate_if_last")
+_EXTRA = ("forbid", "ignore")
 
 
 class P:
@@ -83,6 +114,7 @@ class ToolDeclaration:
     description: str | None
     return_behavior: ReturnBehavior
     strict: bool | None
+    extra_arguments: ExtraArguments = "forbid"
     compiled: dict[bool, _Compiled] = dataclasses.field(default_factory=dict, compare=False)
 
 
@@ -98,6 +130,7 @@ def tool(
     name: str | None = None,
     return_behavior: ReturnBehavior = "to_model",
     strict: bool | None = None,
+    extra_arguments: ExtraArguments = "forbid",
 ) -> Callable[[F], F]: ...
 
 
@@ -108,24 +141,44 @@ def tool(
     name: str | None = None,
     return_behavior: ReturnBehavior = "to_model",
     strict: bool | None = None,
+    extra_arguments: ExtraArguments = "forbid",
 ) -> Any:
     """Mark a function or method as a tool: ``@tool``, ``@tool("What it does")``,
     ``@tool(name="get_weather", return_behavior="immediate", strict=True)``. The function is
-    returned unchanged (still callable as before)."""
+    returned unchanged (still callable as before). ``extra_arguments="ignore"`` drops arguments
+    the function does not take instead of refusing them."""
     if callable(function_or_description) or isinstance(function_or_description, classmethod):
         return _mark(function_or_description, ToolDeclaration(None, None, "to_model", None))
     if function_or_description is not None and not isinstance(function_or_description, str):
         raise ConfigurationError(
             f"@tool takes a description (str), got {function_or_description!r}"
         )
+    declaration = _declaration(
+        name, function_or_description, return_behavior, strict, extra_arguments
+    )
+    return lambda function: _mark(function, declaration)
+
+
+def _declaration(
+    name: str | None,
+    description: str | None,
+    return_behavior: ReturnBehavior,
+    strict: bool | None,
+    extra_arguments: ExtraArguments,
+) -> ToolDeclaration:
     if return_behavior not in _BEHAVIORS:
         raise ConfigurationError(
             f"`return_behavior` must be one of {', '.join(_BEHAVIORS)}, got {return_behavior!r}"
         )
+    if extra_arguments not in _EXTRA:
+        raise ConfigurationError(
+            f"`extra_arguments` must be one of {', '.join(_EXTRA)}, got {extra_arguments!r}"
+        )
     if name is not None and (not isinstance(name, str) or not re.fullmatch(r"[\w-]{1,64}", name)):
         raise ConfigurationError(f"a tool name is 1 to 64 letters, digits, _ or -, got {name!r}")
-    declaration = ToolDeclaration(name, function_or_description, return_behavior, strict)
-    return lambda function: _mark(function, declaration)
+    if description is not None and not isinstance(description, str):
+        raise ConfigurationError(f"a tool description is a str, got {description!r}")
+    return ToolDeclaration(name, description, return_behavior, strict, extra_arguments)
 
 
 def _mark(function: F, declaration: ToolDeclaration) -> F:
@@ -147,16 +200,24 @@ def tool_from(
     *,
     name: str | None = None,
     description: str | None = None,
-    return_behavior: ReturnBehavior = "to_model",
+    return_behavior: ReturnBehavior | None = None,
     strict: bool | None = None,
+    extra_arguments: ExtraArguments | None = None,
 ) -> FunctionTool:
-    """A tool from a function not decorated with `@tool` (a library's, a lambda-free helper)."""
-    declared = declaration_of(function)
-    if declared is None:
-        declared = ToolDeclaration(name, description, return_behavior, strict)
-        target = getattr(function, "__func__", function)
-        if inspect.isfunction(target):
-            setattr(target, _ATTRIBUTE, declared)
+    """A tool from a function not decorated with `@tool` (a library's, a lambda-free helper).
+
+    Each call declares a tool of its own and leaves `function` as it was; what is not given
+    comes from the function's `@tool`, if it has one."""
+    if not callable(function):
+        raise ConfigurationError(f"tool_from takes a function, got {function!r}")
+    marked = declaration_of(function) or ToolDeclaration(None, None, "to_model", None)
+    declared = _declaration(
+        name if name is not None else marked.name,
+        description if description is not None else marked.description,
+        return_behavior if return_behavior is not None else marked.return_behavior,
+        strict if strict is not None else marked.strict,
+        extra_arguments if extra_arguments is not None else marked.extra_arguments,
+    )
     return FunctionTool(function, declared)
 
 
@@ -176,20 +237,30 @@ class _Compiled:
     parameters: tuple[_Parameter, ...]
     returns_none: bool
     is_async: bool
+    null_is_default: frozenset[str]  # the arguments for which null means the default
+    exact: bool  # a Decimal somewhere in the parameters: numbers are read remembering their text
 
 
 def _compile(function: Callable[..., Any], declared: ToolDeclaration, bound: bool) -> _Compiled:
     target = getattr(function, "__func__", function)
-    name = declared.name or target.__name__
+    name = declared.name or str(getattr(target, "__name__", type(target).__name__))
     where = f"tool {name!r}"
+    try:
+        signature = inspect.signature(target)
+    except (TypeError, ValueError):  # a builtin such as min
+        raise ConfigurationError(
+            f"{where}: Python cannot read the parameters of {target!r} (a builtin has no "
+            f"signature); wrap it in a function with typed parameters, for instance "
+            f"`def smallest(a: float, b: float) -> float: return min(a, b)`"
+        ) from None
     try:
         hints = typing.get_type_hints(target, include_extras=True)
     except Exception as error:  # a forward reference that does not resolve
         raise ConfigurationError(f"cannot read the type hints of {where}: {error}") from None
-    listed = list(inspect.signature(target).parameters.values())
+    listed = list(signature.parameters.values())
     if bound and listed:
         listed = listed[1:]  # self or cls
-    docs = docstring_parser.parse(inspect.getdoc(target) or "")
+    docs = _docstring(inspect.getdoc(target) or "")
     described = {p.arg_name: p.description for p in docs.params if p.description}
     fields: dict[str, Any] = {}
     parameters: list[_Parameter] = []
@@ -202,7 +273,7 @@ def _compile(function: Callable[..., Any], declared: ToolDeclaration, bound: boo
         fields[field] = spec
         has_default = parameter.default is not parameter.empty
         parameters.append(_Parameter(parameter.name, field, False, has_default, parameter.default))
-    model, schema = _model(name, fields, where)
+    model, schema = _model(name, fields, declared.extra_arguments, where)
     description = declared.description
     if description is None:
         parts = [docs.short_description, docs.long_description]
@@ -210,7 +281,7 @@ def _compile(function: Callable[..., Any], declared: ToolDeclaration, bound: boo
     specification = ToolSpecification(
         name=name,
         description=description,
-        parameters=_parameters_schema(schema, declared.strict, where) if fields else _EMPTY,
+        parameters=_parameters_schema(schema, declared.strict, where),
         strict=declared.strict,
     )
     returns = hints.get("return", inspect.Signature.empty)
@@ -220,7 +291,43 @@ def _compile(function: Callable[..., Any], declared: ToolDeclaration, bound: boo
         tuple(parameters),
         returns is None or returns is type(None),
         inspect.iscoroutinefunction(target),
+        frozenset(
+            info.alias or field
+            for field, info in model.model_fields.items()
+            if not info.is_required() and not _takes_none(info.annotation)
+        ),
+        _has_decimal(model.__pydantic_core_schema__),
     )
+
+
+def _has_decimal(schema: object) -> bool:
+    """Whether pydantic's core schema validates a `Decimal` anywhere."""
+    if isinstance(schema, dict):
+        return schema.get("type") == "decimal" or any(_has_decimal(v) for v in schema.values())
+    if isinstance(schema, list):
+        return any(_has_decimal(item) for item in schema)
+    return False
+
+
+_SECTION = re.compile(
+    r"(Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments|Other Parameters|"
+    r"Returns?|Yields?|Raises|Exceptions|Attributes|Examples?|Notes?|Warnings?|Todo)\s*:\s*$",
+    re.MULTILINE,
+)
+
+
+def _docstring(text: str) -> docstring_parser.Docstring:
+    """The parsed docstring; one that starts with a Google section (``Args:``) has no summary
+    (the parser would take the section's title for one). ``Args:`` on the quotes' line
+    leaves the entries unindented once cleaned: they are indented again."""
+    if not _SECTION.match(text):
+        return docstring_parser.parse(text)
+    lines = text.splitlines()
+    if len(lines) > 1 and lines[1][:1].strip():
+        lines = [line if _SECTION.match(line) else "    " + line for line in lines]
+    parsed = docstring_parser.parse("-\n\n" + "\n".join(lines))
+    parsed.short_description = parsed.long_description = None
+    return parsed
 
 
 def _field(
@@ -235,6 +342,9 @@ def _field(
             f"Annotated[type, P(...)] instead"
         )
     base, markers = _split(hint)
+    if isinstance(parameter.default, FieldInfo):  # days: int = Field(1, ge=1), as pydantic-ai
+        markers = (*markers, parameter.default)
+        parameter = parameter.replace(default=parameter.empty)
     p = next((m for m in markers if isinstance(m, P)), None)
     if ToolMemoryId in markers or base is ToolMemoryId:
         if p is not None:
@@ -243,24 +353,55 @@ def _field(
                 f"shown to the model, so P(...) cannot describe it"
             )
         return None
+    infos = [m for m in markers if isinstance(m, FieldInfo)]
+    others = tuple(m for m in markers if not isinstance(m, P))
     has_default = parameter.default is not parameter.empty
+    field_default = any(not info.is_required() for info in infos)
     optional = _is_optional(base)
-    if p is not None and not p.required and not has_default and not optional:
+    if p is not None and not p.required and not (has_default or field_default or optional):
         raise ConfigurationError(
             f"parameter {parameter.name!r} of {where} is not required but has no default: "
             f"give it a default or type it X | None"
         )
-    default: Any = parameter.default if has_default else (None if optional else ...)
-    alias = p.name if p is not None and p.name else parameter.name
-    description = (p.description if p is not None else None) or described.get(parameter.name)
-    return base, pydantic.Field(default, alias=alias, description=description)
+    settings: dict[str, Any] = {}  # only what is set here: a Field in Annotated keeps the rest
+    if has_default:
+        settings["default"] = parameter.default
+    elif optional and not field_default:
+        settings["default"] = None
+    settings.update(_naming(parameter.name, p, infos, described))
+    arguments = (base, *others)
+    typed = Annotated[arguments] if others else base
+    return typed, pydantic.Field(**settings)
+
+
+def _naming(
+    name: str, p: P | None, infos: list[FieldInfo], described: dict[str, str]
+) -> dict[str, str]:
+    """The alias and description a parameter's field is given: `P`'s, else a `Field`'s in
+    `Annotated` (kept by pydantic), else the Python name and the docstring's."""
+    settings: dict[str, str] = {}
+    if p is not None and p.name:
+        settings["alias"] = p.name
+    elif not any(info.alias for info in infos):
+        settings["alias"] = name
+    if p is not None and p.description:
+        settings["description"] = p.description
+    elif not any(info.description for info in infos) and name in described:
+        settings["description"] = described[name]
+    return settings
+
+
+def _takes_none(annotation: Any) -> bool:
+    return annotation in (Any, None, type(None)) or _is_optional(annotation)
 
 
 def _model(
-    name: str, fields: dict[str, Any], where: str
+    name: str, fields: dict[str, Any], extra: ExtraArguments, where: str
 ) -> tuple[type[pydantic.BaseModel], dict[str, Any]]:
     try:
-        model = pydantic.create_model(f"{name}_arguments", **fields)
+        model = pydantic.create_model(
+            f"{name}_arguments", __config__=pydantic.ConfigDict(extra=extra), **fields
+        )
         return model, model.model_json_schema()
     except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError) as error:
         raise ConfigurationError(
@@ -269,6 +410,9 @@ def _model(
 
 
 def _parameters_schema(schema: dict[str, Any], strict: bool | None, where: str) -> dict[str, Any]:
+    """The parameters as the model sees them; an empty object is ``{"type": "object",
+    "properties": {}}`` (with ``required: []`` in strict mode, which OpenAI requires)."""
+    schema.setdefault("properties", {})
     if not strict:
         return lenient_schema(schema)
     rewritten = strict_schema(schema)
@@ -278,9 +422,6 @@ def _parameters_schema(schema: dict[str, Any], strict: bool | None, where: str) 
             f"support (a dict, a length limit, Any...); drop strict=True or change the types"
         )
     return rewritten
-
-
-_EMPTY: dict[str, Any] = {"type": "object", "properties": {}}
 
 
 def _split(hint: Any) -> tuple[Any, tuple[Any, ...]]:
@@ -348,7 +489,10 @@ class FunctionTool:
 
     def _arguments(self, arguments: str, context: ToolContext) -> dict[str, Any]:
         name = self._compiled.specification.name
-        parsed = parse_arguments(arguments, name)
+        parsed = _parse(arguments, name, _Number if self._compiled.exact else float)
+        for key in self._compiled.null_is_default.intersection(parsed):
+            if parsed[key] is None:
+                del parsed[key]
         try:
             validated = self._compiled.model.model_validate(parsed)
         except pydantic.ValidationError as error:
@@ -358,7 +502,7 @@ class FunctionTool:
             if parameter.memory_id:
                 kwargs[parameter.name] = context.memory_id
             else:
-                kwargs[parameter.name] = getattr(validated, parameter.field)
+                kwargs[parameter.name] = _plain(getattr(validated, parameter.field))
         return kwargs
 
     def _output(self, value: Any) -> ToolOutput:
@@ -380,12 +524,16 @@ def parse_arguments(arguments: str, tool: str) -> dict[str, Any]:
     What cannot be read raises `ToolArgumentsError`, whose message (which the model reads)
     quotes the arguments shortened; the error keeps them whole in `arguments`.
     """
+    return _parse(arguments, tool, float)
+
+
+def _parse(arguments: str, tool: str, number: Callable[[str], Any]) -> dict[str, Any]:
     if not arguments.strip():
         return {}
     not_an_object = False
     for attempt in (arguments, _repaired(arguments)):
         try:
-            parsed = json.loads(attempt)
+            parsed = json.loads(attempt, parse_float=number)
         except json.JSONDecodeError:
             continue
         except RecursionError:  # deeper than the parser goes; no repair makes it shallower
@@ -408,6 +556,36 @@ def parse_arguments(arguments: str, tool: str) -> dict[str, Any]:
     )
 
 
+class _Number(float):
+    """A JSON number with a fraction, as a float that remembers how it was written: a
+    `Decimal` is made from the text (exact), anything else from the float. Only for tools with
+    a `Decimal` among their parameters."""
+
+    text: str
+
+    def __new__(cls, text: str) -> _Number:
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+    def __str__(self) -> str:
+        return self.text
+
+    __repr__ = __str__
+
+
+def _plain(value: Any) -> Any:
+    """`value` with the `_Number`s an untyped parameter (`Any`, `dict[str, Any]`) kept turned
+    into plain floats."""
+    if isinstance(value, _Number):
+        return float(value)
+    if type(value) is dict:
+        return {key: _plain(item) for key, item in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(_plain(item) for item in value)
+    return value
+
+
 def _repaired(text: str) -> str:
     text = text.strip()
     if len(text) >= 2 and text[0] == text[-1] == '"':
@@ -422,7 +600,11 @@ def _explain(error: pydantic.ValidationError, shown: int = 5) -> str:
     items = error.errors(include_url=False)
     for item in items[:shown]:
         where = ".".join(str(part) for part in item["loc"]) or "arguments"
-        problems.append(f"{where}: {shorten(item['msg'])}")
+        if item["type"] == "extra_forbidden":
+            message = "this tool takes no such argument; leave it out"
+        else:
+            message = item["msg"]
+        problems.append(shorten(f"{where}: {message}"))
     if len(items) > shown:
         problems.append(f"and {len(items) - shown} more")
     return "; ".join(problems)
