@@ -337,31 +337,34 @@ def _pysbd() -> Any:
     return pysbd
 
 
-class ParagraphSplitter(_Splitter):
+class _BySeparator(_Splitter):
+    """Units between matches of `_separator`; a unit too large goes to `sub_splitter`
+    (default: sentences, then words)."""
+
+    _separator: re.Pattern[str]
+
+    def _units(self, text: str, a: int, b: int) -> Iterator[Span]:
+        return _spans(text, a, b, self._separator)
+
+    def _next(self) -> DocumentSplitter:
+        return self.sub_splitter or SentenceSplitter(
+            self.max_size, self.overlap, estimator=self.estimator
+        )
+
+
+class ParagraphSplitter(_BySeparator):
     """Whole paragraphs (separated by a blank line) packed into segments of at most `max_size`
     characters, or tokens with `estimator`; a larger paragraph goes to `sub_splitter`
     (default: sentences, then words)."""
 
-    def _units(self, text: str, a: int, b: int) -> Iterator[Span]:
-        return _spans(text, a, b, _PARAGRAPH)
-
-    def _next(self) -> DocumentSplitter:
-        return self.sub_splitter or SentenceSplitter(
-            self.max_size, self.overlap, estimator=self.estimator
-        )
+    _separator = _PARAGRAPH
 
 
-class LineSplitter(_Splitter):
+class LineSplitter(_BySeparator):
     """Whole lines packed into segments of at most `max_size` (characters, or tokens with
     `estimator`); a larger line goes to `sub_splitter` (default: sentences, then words)."""
 
-    def _units(self, text: str, a: int, b: int) -> Iterator[Span]:
-        return _spans(text, a, b, _LINE)
-
-    def _next(self) -> DocumentSplitter:
-        return self.sub_splitter or SentenceSplitter(
-            self.max_size, self.overlap, estimator=self.estimator
-        )
+    _separator = _LINE
 
 
 class SentenceSplitter(_Splitter):
