@@ -390,3 +390,18 @@ def test_a_store_of_ones_own_without_select_is_searched_by_its_filter(
             recall.forget(**bad)
     with pytest.raises(ConfigurationError, match="non-empty user id"):
         recall.memory_ids_of("")
+
+
+def test_a_message_with_a_lone_surrogate_is_indexed_with_a_replacement(
+    store: SqliteChatMemoryStore, tmp_path: Path
+) -> None:
+    """A message may hold a lone surrogate (LangChain4j can write one); the embedding stores
+    refuse them, so the index takes U+FFFD in its place instead of failing the turn."""
+    memory = MessageWindowChatMemory(id="s", max_messages=1, store=store)
+    memory.add(UserMessage("caf\udce9 at the locker 4711"))
+    memory.add(UserMessage("later"))
+    for vectors in (InMemoryEmbeddingStore(), SqliteEmbeddingStore(tmp_path / "v.db")):
+        recall = SemanticRecall(HashingEmbeddingModel(), vectors)
+        assert recall.index(store, "s") == 2
+        [found] = recall.recall(store, "s", "locker 4711")[:1]
+        assert found.messages[0] == UserMessage("caf\udce9 at the locker 4711")

@@ -235,6 +235,18 @@ def _text(message: ChatMessage) -> str | None:
     return None
 
 
+def _storable(text: str) -> str:
+    """`text` with any lone surrogate (a message may hold one, as LangChain4j can write it)
+    replaced by U+FFFD: embedding stores refuse them, and an index must not fail a turn."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return text
+
+
 class SemanticRecall:
     """Finds past messages like the newest user text in the history of a conversation
     (`scope="memory"`) or of every conversation of one user (`scope="user"`)."""
@@ -343,6 +355,7 @@ class SemanticRecall:
             text = _text(message)
             if text is None:
                 continue
+            text = _storable(text)
             base = {
                 "kind": KIND,
                 "memory_id": memory_id,

@@ -533,3 +533,10 @@ def test_a_lone_surrogate_is_refused_alike_and_nothing_is_stored(store: Any) -> 
     assert store.select(key("ключ").eq("значение")) == {
         "ünïcode": TextSegment("café", {"ключ": "значение"})
     }
+
+
+def test_an_embedding_holding_nan_or_an_infinity_is_refused(store: Any) -> None:
+    for bad in (math.nan, math.inf, -math.inf):
+        with pytest.raises(ConfigurationError, match="NaN or an infinity"):
+            store.add_all([vec(1), vec(bad, 1)])
+    assert store.count() == 0

@@ -284,6 +284,17 @@ def _not_finite(value: Any) -> float | None:
     return next((odd for odd in map(_not_finite, items) if odd is not None), None)
 
 
+def check_finite(embeddings: Iterable[Embedding]) -> None:
+    """Refuses, alike on every store, an embedding holding NaN or an infinity: no search can
+    rank it, and a store could not read it back as a vector."""
+    for embedding in embeddings:
+        if not all(map(math.isfinite, embedding.vector)):
+            raise ConfigurationError(
+                "an embedding holds NaN or an infinity: no search can rank it; check the "
+                "embedding model's output (nothing was stored)"
+            )
+
+
 def check_id(id: object, doing: str) -> str:
     """`id` if it is an embedding id (a str), else a ConfigurationError naming `doing`."""
     if not isinstance(id, str):

@@ -17,7 +17,13 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import ConfigurationError
-from ._embeddings import Embedding, EmbeddingMatch, EmbeddingSearchRequest, check_metadata
+from ._embeddings import (
+    Embedding,
+    EmbeddingMatch,
+    EmbeddingSearchRequest,
+    check_finite,
+    check_metadata,
+)
 from ._filters import Filter
 from ._values import TextSegment
 
@@ -55,6 +61,7 @@ def check_embeddings(
     for given in lined_ids:
         if given is not None and (not isinstance(given, str) or not given):
             raise ConfigurationError(f"an id must be a non-empty str, got {given!r}")
+    check_finite(embeddings)
     check_metadata(lined_segments, lined_ids)
     return lined_segments, lined_ids
 

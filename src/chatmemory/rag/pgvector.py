@@ -36,6 +36,7 @@ from ._embeddings import (
     SingleWrites,
     _Unset,
     check_filter,
+    check_finite,
     check_metadata,
     check_text_search,
     removal,
@@ -182,6 +183,7 @@ class PgVectorEmbeddingStore(SingleWrites):
             list(segments) if segments is not None else [None] * len(embeddings)
         )
         check_metadata(given, chosen)
+        check_finite(embeddings)
         from ._pg_filters import jsonb
 
         rows = [
