@@ -12,15 +12,26 @@ import asyncio
 import json
 import threading
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from chatmemory import UserMessage
+import pytest
+
+from chatmemory import ModelError, UserMessage
 from chatmemory.models import AnthropicChatModel, ChatRequest, OpenAiChatModel
 
-__all__ = ["DEEP", "FakeServer", "Recorded", "Reply", "answer", "llama_cpp_refusal"]
+__all__ = [
+    "DEEP",
+    "FakeServer",
+    "Recorded",
+    "Reply",
+    "answer",
+    "assert_unreadable",
+    "llama_cpp_refusal",
+    "not_json_objects",
+]
 
 DEEP = "[" * 100_000 + "]" * 100_000
 """JSON nested 100k deep: more than any JSON parser in Python follows."""
@@ -190,3 +201,29 @@ def answer(model: OpenAiChatModel | AnthropicChatModel, way: str) -> object:
             await model.aclose()
 
     return asyncio.run(run())
+
+
+def not_json_objects(broken: str, array_item: Any) -> dict[str, tuple[Reply, str]]:
+    """HTTP 200 answers that are not a JSON object (a proxy's page, broken JSON with the
+    protocol's `broken` text, an array of a valid `array_item`, JSON too deep to read), each with
+    what the `ModelError` says."""
+    return {
+        "an HTML page": (Reply(text="<html><body>Log in to the proxy</body></html>"), "not JSON"),
+        "broken JSON": (Reply(text=broken, content_type="application/json"), "not JSON"),
+        "a JSON array": (Reply(body=[array_item]), "not a JSON object"),
+        "JSON nested 100k deep": (
+            Reply(text=DEEP, content_type="application/json"),
+            "nested too deeply",
+        ),
+    }
+
+
+def assert_unreadable(call: Callable[[], object], said: str, provider: str) -> None:
+    """`call` raises a `ModelError` matching `said`, not retriable (what sent it sends it again),
+    that says to check base_url and quotes what came back instead of copying it."""
+    with pytest.raises(ModelError, match=said) as caught:
+        call()
+    error = caught.value
+    assert (error.retriable, error.provider) == (False, provider)
+    assert "check base_url" in str(error)
+    assert len(str(error)) < 400  # what the server sent is quoted, not copied

@@ -34,7 +34,7 @@ from chatmemory.models import (
     ToolSpecification,
 )
 
-from .fake_server import DEEP, FakeServer, Reply, answer
+from .fake_server import DEEP, FakeServer, Reply, answer, assert_unreadable, not_json_objects
 
 WEATHER = ToolSpecification(
     name="weather",
@@ -400,15 +400,7 @@ def test_async_errors_are_mapped(server: FakeServer, model: AnthropicChatModel) 
 
 # --- answers that are not the protocol's ----------------------------------------------------
 
-NOT_JSON_OBJECTS = {
-    "an HTML page": (Reply(text="<html><body>Log in to the proxy</body></html>"), "not JSON"),
-    "broken JSON": (Reply(text="{'content': []}", content_type="application/json"), "not JSON"),
-    "a JSON array": (Reply(body=[message(text("hi"))]), "not a JSON object"),
-    "JSON nested 100k deep": (
-        Reply(text=DEEP, content_type="application/json"),
-        "nested too deeply",
-    ),
-}
+NOT_JSON_OBJECTS = not_json_objects("{'content': []}", message(text("hi")))
 
 
 @pytest.mark.parametrize("way", ["chat", "achat"])
@@ -417,12 +409,7 @@ def test_an_answer_that_is_not_a_json_object_is_a_model_error_not_retried(
     server: FakeServer, model: AnthropicChatModel, reply: Reply, said: str, way: str
 ) -> None:
     server.reply(reply)
-    with pytest.raises(ModelError, match=said) as caught:
-        answer(model, way)
-    error = caught.value
-    assert (error.retriable, error.provider) == (False, "anthropic")
-    assert "check base_url" in str(error)
-    assert len(str(error)) < 400  # what the server sent is quoted, not copied
+    assert_unreadable(lambda: answer(model, way), said, "anthropic")
     assert len(server.requests) == 1
 
 

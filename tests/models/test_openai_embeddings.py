@@ -9,7 +9,7 @@ import pytest
 from chatmemory import ConfigurationError, ModelError
 from chatmemory.rag import Embedding, OpenAiEmbeddingModel
 
-from .fake_server import DEEP, FakeServer, Reply
+from .fake_server import FakeServer, Reply, assert_unreadable, not_json_objects
 
 
 def answer(*vectors: list[float]) -> Reply:
@@ -89,15 +89,7 @@ def embed(embedder: OpenAiEmbeddingModel, way: str) -> list[Embedding]:
     return asyncio.run(main())
 
 
-NOT_JSON_OBJECTS = {
-    "an HTML page": (Reply(text="<html><body>Log in to the proxy</body></html>"), "not JSON"),
-    "broken JSON": (Reply(text="{'data': []}", content_type="application/json"), "not JSON"),
-    "a JSON array": (Reply(body=[[1.0, 2.0]]), "not a JSON object"),
-    "JSON nested 100k deep": (
-        Reply(text=DEEP, content_type="application/json"),
-        "nested too deeply",
-    ),
-}
+NOT_JSON_OBJECTS = not_json_objects("{'data': []}", [1.0, 2.0])
 
 
 @pytest.mark.parametrize("way", ["embed_all", "aembed_all"])
@@ -106,11 +98,7 @@ def test_an_answer_that_is_not_a_json_object_is_a_model_error_not_retried(
     server: FakeServer, reply: Reply, said: str, way: str
 ) -> None:
     server.reply(reply)
-    with pytest.raises(ModelError, match=said) as caught:
-        embed(model(server), way)
-    assert (caught.value.retriable, caught.value.provider) == (False, "openai")
-    assert "check base_url" in str(caught.value)
-    assert len(str(caught.value)) < 400
+    assert_unreadable(lambda: embed(model(server), way), said, "openai")
 
 
 def item(embedding: object, index: object = 0) -> dict[str, object]:
