@@ -50,7 +50,8 @@ from typing import Any, Literal, Protocol
 from ._contracts import HistoryEntry
 from ._errors import ConfigurationError
 from ._flow import Flow, arun, call, run
-from ._messages import AiMessage, ChatMessage, SystemMessage, UserMessage
+from ._messages import AiMessage, ChatMessage, UserMessage
+from ._policies.blocks import with_block
 from ._policies.summary import is_summary
 from ._policies.tool_groups import atomic_units
 from ._tokens import OpenAiTokenCountEstimator, TokenCountEstimator
@@ -677,18 +678,9 @@ def with_recall(
     *,
     fits: Callable[[list[ChatMessage]], bool] | None = None,
 ) -> list[ChatMessage]:
-    """`window` with `block` at the end of its system message (or as one), giving up its oldest
-    messages (whole tool groups, never the last) while `fits` says the request is too large."""
+    """`window` with `block` at the end of its system message, first (or as one), giving up its
+    oldest messages (whole tool groups, never the last) while `fits` says the request is too
+    large."""
     if not block:
         return window
-    system = next((m for m in window if isinstance(m, SystemMessage)), None)
-    rest = [m for m in window if m is not system]
-    merged = SystemMessage(f"{system.text}\n\n{block}" if system is not None else block)
-    if fits is not None:
-        units = atomic_units(rest)
-        start = 0
-        while not fits([merged, *rest[start:]]) and len(units) > 1:
-            start = units.pop(0)[-1] + 1
-    else:
-        start = 0
-    return [merged, *rest[start:]]
+    return with_block(window, block, fits, first=True)

@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._messages import ChatMessage, SystemMessage
-from .._policies.tool_groups import atomic_units
+from .._messages import ChatMessage
+from .._policies.blocks import with_block
 from ..working import WorkingMemory
 
 __all__ = ["WorkingStep", "with_working_memory"]
@@ -47,20 +47,4 @@ def with_working_memory(
     window's rule for system messages stays as it is), or as a system message first when there
     is none; the oldest other messages (whole tool groups, never the last) make room while `fits`
     says the request is too large."""
-    at = next((i for i, m in enumerate(window) if isinstance(m, SystemMessage)), None)
-    if at is None:
-        system, before, rest = SystemMessage(block), 0, list(window)
-    else:
-        given = window[at]
-        assert isinstance(given, SystemMessage)
-        system = SystemMessage(f"{given.text}\n\n{block}")
-        before, rest = at, [*window[:at], *window[at + 1 :]]
-    units = atomic_units(rest)
-    start = 0
-    while True:
-        kept = rest[start:]
-        place = max(before - start, 0)
-        placed = [*kept[:place], system, *kept[place:]]
-        if fits is None or fits(placed) or len(units) <= 1:
-            return placed
-        start = units.pop(0)[-1] + 1
+    return with_block(window, block, fits)
