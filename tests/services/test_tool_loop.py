@@ -424,10 +424,19 @@ def test_async_providers_serve_async_calls_and_sync_calls_say_what_to_do() -> No
         async def aprovide(self, context: ToolContext) -> list[Tool]:
             return [FnTool("clock", lambda: "noon")]
 
-    service, _, _ = make([calls(("clock", "{}")), "noon"], tool_providers=[AsyncProvider()])
+    class AsyncAgent(Protocol):
+        async def achat(self, user: Annotated[str, MemoryId], text: str) -> str: ...
+
+    service = ai_service(
+        AsyncAgent,
+        chat_model=ScriptedChatModel([calls(("clock", "{}")), "noon"]),
+        chat_memory_provider=lambda mid: MessageWindowChatMemory(id=mid, max_messages=100),
+        tool_providers=[AsyncProvider()],
+    )
     assert asyncio.run(service.achat("u", "time?")) == "noon"
-    with pytest.raises(ConfigurationError, match="is async only"):
-        service.chat("u", "time?")
+    # a sync method could not ask it: said when the service is made, not at a call
+    with pytest.raises(ConfigurationError, match=r"Agent\.chat is a sync method.*async only"):
+        make([], tool_providers=[AsyncProvider()])
 
 
 def test_sync_providers_serve_async_calls_on_a_thread() -> None:

@@ -290,8 +290,8 @@ class SummarizingChatMemory(_Summarizing):
         """The window: the system message, the running summary, then the newest messages."""
         return ordered(self._inner.messages())
 
-    def preview(self, *messages: Messages) -> list[ChatMessage]:
-        return ordered(self._inner.preview(_flatten(messages)))
+    def preview(self, *messages: Messages, reread: bool = True) -> list[ChatMessage]:
+        return ordered(self._inner.preview(_flatten(messages), reread=reread))
 
     def add(self, *messages: Messages) -> None:
         run(self._folding.add(_flatten(messages)), self._port)
@@ -343,8 +343,8 @@ class AsyncSummarizingChatMemory(_Summarizing):
     async def messages(self) -> list[ChatMessage]:
         return ordered(await self._inner.messages())
 
-    async def preview(self, *messages: Messages) -> list[ChatMessage]:
-        return ordered(await self._inner.preview(_flatten(messages)))
+    async def preview(self, *messages: Messages, reread: bool = True) -> list[ChatMessage]:
+        return ordered(await self._inner.preview(_flatten(messages), reread=reread))
 
     async def add(self, *messages: Messages) -> None:
         await arun(self._folding.add(_flatten(messages)), self._port)

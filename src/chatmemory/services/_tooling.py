@@ -5,7 +5,7 @@ calls ends the turn (immediate return)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Literal, TypeAlias
@@ -29,6 +29,8 @@ __all__ = [
     "ToolOptions",
     "ToolRound",
     "Toolbox",
+    "begin",
+    "ended",
     "failed",
     "is_immediate",
     "now",
@@ -233,13 +235,39 @@ class Toolbox:
     def available(self) -> list[str]:
         return list(self.by_name)
 
+    def finish(self, attempts: Sequence[Attempt], options: ToolOptions) -> ToolRound:
+        """The round's executions as the model hears of them, and whether they end the call."""
+        available = self.available()
+        executions = [settle(a, options, available) for a in attempts]
+        return ToolRound(tuple(executions), is_immediate(attempts, executions))
+
+
+def begin(
+    request: ToolExecutionRequest, before: Callable[[ToolExecutionRequest], None] | None
+) -> datetime:
+    """A tool call starts: the service's hook sees it first."""
+    if before is not None:
+        before(request)
+    return now()
+
+
+def ended(
+    request: ToolExecutionRequest,
+    tool: Tool | None,
+    started: datetime,
+    output: ToolOutput | None = None,
+    error: Exception | None = None,
+) -> Attempt:
+    """How a tool call went: its output, or its error as the model hears of it."""
+    if tool is None:
+        return Attempt(request, None, None, None, started, started)
+    if error is not None and not isinstance(error, ToolArgumentsError):
+        error = failed(tool, request, error)
+    return Attempt(request, tool, output, error, started, now())
+
 
 def _check_tools(tools: object, provider: object) -> list[Tool]:
     items = list(tools) if isinstance(tools, (list, tuple)) else None
     if items is None or not all(isinstance(t, Tool) for t in items):
         raise ConfigurationError(f"the tool provider {provider!r} must return a list of tools")
     return items
-
-
-def request_map(requests: Sequence[ToolExecutionRequest]) -> Mapping[str, int]:
-    return {r.id: i for i, r in enumerate(requests) if r.id is not None}

@@ -20,15 +20,13 @@ shown to the model. Everything is worked out once per declaration, on first use.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import dataclasses
 import inspect
 import json
 import re
 import types
 import typing
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from typing import (
     Annotated,
     Any,
@@ -49,6 +47,7 @@ from pydantic.fields import FieldInfo
 
 from .._errors import ConfigurationError, shorten
 from .._json_schema import lenient_schema, strict_schema
+from .._threads import in_thread, run_coroutine
 from ..models import ToolSpecification
 from ._contracts import (
     ReturnBehavior,
@@ -465,7 +464,7 @@ class FunctionTool:
         kwargs = self._arguments(arguments, context)
         try:
             if self._compiled.is_async:
-                value = _run_coroutine(self._function(**kwargs))
+                value = run_coroutine(self._function(**kwargs))
             else:
                 value = self._function(**kwargs)
         except Exception as error:
@@ -478,7 +477,7 @@ class FunctionTool:
             if self._compiled.is_async:
                 value = await self._function(**kwargs)
             else:
-                value = await asyncio.to_thread(self._function, **kwargs)
+                value = await in_thread(self._function, **kwargs)
         except Exception as error:
             raise self._failed(error) from error
         return self._output(value)
@@ -608,17 +607,6 @@ def _explain(error: pydantic.ValidationError, shown: int = 5) -> str:
     if len(items) > shown:
         problems.append(f"and {len(items) - shown} more")
     return "; ".join(problems)
-
-
-def _run_coroutine(coroutine: Coroutine[Any, Any, Any]) -> Any:
-    """Run an async tool from sync code: on this thread, or on a worker when this thread
-    already runs an event loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
 
 
 def tools_of(item: object) -> list[FunctionTool]:
