@@ -26,12 +26,14 @@ from ._errors import (
     ChatMemoryError,
     ConcurrentUpdateError,
     ConfigurationError,
+    ModelBehaviourError,
     ModelError,
     ModerationError,
     OutputParsingError,
     SerializationError,
     StoreError,
     ToolLoopError,
+    ToolServerError,
 )
 from ._memory.summarizing import AsyncSummarizingChatMemory, SummarizingChatMemory
 from ._memory.window import (
@@ -142,6 +144,7 @@ __all__ = [
     "MemoryId",
     "MemoryProcessor",
     "MessageWindowChatMemory",
+    "ModelBehaviourError",
     "ModelError",
     "ModerationError",
     "OpenAiChatModel",
@@ -170,6 +173,7 @@ __all__ = [
     "ToolExecutionRequest",
     "ToolExecutionResultMessage",
     "ToolLoopError",
+    "ToolServerError",
     "ToolSpecification",
     "UserId",
     "UserMessage",

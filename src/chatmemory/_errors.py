@@ -3,15 +3,23 @@
 One base class, a small tree::
 
     ChatMemoryError
+    │   the caller's own mistake
     ├── ConfigurationError      (also a ValueError) a usage mistake: fix the call
-    ├── SerializationError      (also a ValueError) stored or given data could not be read
+    │   (a service method called with wrong arguments raises TypeError, as Python does)
+    │   infrastructure: try again later, or fix the server
     ├── StoreError              a store failed: carries `memory_id` and `store`
     │   └── ConcurrentUpdateError  another writer won too many times in a row
     ├── ModelError              a chat model failed: `retriable` says whether to try again,
     │                           `status` and `provider_message` keep what the provider said
-    ├── OutputParsingError      (also a ValueError) a model's answer is not the declared type
-    ├── ModerationError         a moderation model flagged the input; nothing was stored
-    └── ToolLoopError           a service call's model kept calling tools past the limit
+    ├── ToolServerError         a tool server (MCP) could not be reached or listed
+    │   a model that misbehaved: asking again may pass (`output_retries` does for parsing)
+    ├── ModelBehaviourError     the model's answer cannot be used: an unknown tool called
+    │   │                       with on_unknown_tool="raise", a router answer that names no source
+    │   ├── OutputParsingError  (also a ValueError) a model's answer is not the declared type
+    │   └── ToolLoopError       a service call's model kept calling tools past the limit
+    │   data and policy
+    ├── SerializationError      (also a ValueError) stored or given data could not be read
+    └── ModerationError         a moderation model flagged the input; nothing was stored
 """
 
 from __future__ import annotations
@@ -20,12 +28,14 @@ __all__ = [
     "ChatMemoryError",
     "ConcurrentUpdateError",
     "ConfigurationError",
+    "ModelBehaviourError",
     "ModelError",
     "ModerationError",
     "OutputParsingError",
     "SerializationError",
     "StoreError",
     "ToolLoopError",
+    "ToolServerError",
 ]
 
 
@@ -115,7 +125,19 @@ class ModelError(ChatMemoryError):
         self.request_id = request_id
 
 
-class OutputParsingError(ChatMemoryError, ValueError):
+class ToolServerError(ChatMemoryError):
+    """A tool server (an MCP server) could not be reached, or did not list its tools; the
+    message says which server and what went wrong (never its secrets)."""
+
+
+class ModelBehaviourError(ChatMemoryError):
+    """A model answered, but not in a way the call can use: it called a tool that does not
+    exist (with ``on_unknown_tool="raise"``), a routing model named no source, its answer does
+    not parse (`OutputParsingError`), it kept calling tools (`ToolLoopError`). Nothing of the
+    call was stored; asking again may pass."""
+
+
+class OutputParsingError(ModelBehaviourError, ValueError):
     """A model's answer could not be read as the type the service method declares.
 
     `text` is the answer as the model wrote it, `target` the type it was read into, and
@@ -141,7 +163,7 @@ class ModerationError(ChatMemoryError):
         self.moderation = moderation
 
 
-class ToolLoopError(ChatMemoryError):
+class ToolLoopError(ModelBehaviourError):
     """The model asked for tools more times in one service call than
     `max_tool_calling_round_trips` allows; nothing of the call was stored."""
 

@@ -271,7 +271,7 @@ class _Service:
         try:
             bound = plan.signature.bind(None, *args, **kwargs)
         except TypeError as error:
-            raise ConfigurationError(f"{plan.where}(...): {error}") from None
+            raise TypeError(f"{plan.where}(...): {error}") from None
         bound.apply_defaults()
         arguments = dict(bound.arguments)
         extra = arguments.pop(_var_keyword(plan.signature) or "", {})

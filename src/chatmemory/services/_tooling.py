@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Literal, TypeAlias
 
-from .._errors import ConfigurationError, shorten
+from .._errors import ConfigurationError, ModelBehaviourError, shorten
 from .._messages import AiMessage, ChatMessage, ToolExecutionRequest, ToolExecutionResultMessage
 from ..models import ToolSpecification
 from ..tools import (
@@ -126,7 +126,7 @@ def settle(attempt: Attempt, options: ToolOptions, available: Sequence[str]) -> 
 def _unknown(request: ToolExecutionRequest, options: ToolOptions, available: Sequence[str]) -> str:
     handler = options.on_unknown_tool
     if handler == "raise":
-        raise ConfigurationError(
+        raise ModelBehaviourError(
             f"the model called the tool {request.name!r}, but there is no such tool (it has "
             f"{', '.join(available) or 'no tools'}); set on_unknown_tool to let it try again"
         )

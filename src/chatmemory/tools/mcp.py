@@ -49,7 +49,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, ToolServerError
 from .._messages import ImageContent
 from ..models import ToolSpecification
 from ._contracts import ReturnBehavior, Tool, ToolContext, ToolOutput
@@ -413,7 +413,7 @@ class McpToolProvider:
                     break
         assert failure is not None
         # raised here, not in `except`, so an error that quotes a secret is not even its context
-        raise ConfigurationError(
+        raise ToolServerError(
             f"cannot list the tools of the MCP server {self.name!r}: "
             f"{_describe(failure, self._secrets)}"
         ) from (None if _mentions(failure, self._secrets) else failure)
