@@ -305,8 +305,11 @@ def _own_turn(state: _Turn, window: list[ChatMessage]) -> list[ChatMessage]:
     evict a call's own messages from its own requests. When the user message itself does not
     fit, the call fails before the model is asked; when tool results pushed the turn past the
     limit, the turn is kept whole and the history gives way."""
-    held = {id(m) for m in window}
     own = [m for m in state.pending if not isinstance(m, SystemMessage)]
+    tail = window[len(window) - len(own) :] if len(own) <= len(window) else []
+    if len(tail) == len(own) and all(a is b for a, b in zip(tail, own)):
+        return window  # the memory placed the turn last, whole: the usual case, checked in O(turn)
+    held = {id(m) for m in window}
     if all(id(m) in held for m in own):
         return window
     if len(own) <= 1:
