@@ -18,6 +18,7 @@ assert assistant.chat("alice", "Hi", company="ACME") == "Hello!"
 ```
 """
 
+from ..titles import DEFAULT_TITLE_PROMPT, ConversationTitles
 from ._markers import MemoryId, UserId, UserName, V, moderate, system_message, user_message
 from ._memories import ChatMemoryProvider
 from ._results import (
@@ -30,7 +31,6 @@ from ._results import (
     ToolExecution,
 )
 from ._service import ChatMemoryAccess, ai_service
-from ._titles import DEFAULT_TITLE_PROMPT, ConversationTitles
 
 __all__ = [
     "DEFAULT_TITLE_PROMPT",

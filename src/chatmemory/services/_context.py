@@ -28,13 +28,13 @@ from ..models import (
 )
 from ..rag import ContentRetriever, DefaultRetrievalAugmentor, RetrievalAugmentor
 from ..recall import SemanticRecall
+from ..titles import ConversationTitles
 from ..tools import AsyncToolProvider, Tool, ToolProvider
 from ..tools._collect import collect_tools
 from ..working import WorkingMemory
 from ._declaration import Declaration, MethodPlan
 from ._memories import AnyMemory, ChatMemoryProvider, Memories
 from ._results import ToolExecution
-from ._titles import ConversationTitles
 from ._tooling import ArgumentsHandler, ErrorHandler, ToolOptions, UnknownToolHandler
 from ._turn import Retrieval
 

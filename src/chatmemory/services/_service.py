@@ -30,6 +30,7 @@ from .._prompts import Clock, PromptTemplate
 from ..models import Capability, ChatParameters, ChatResponse, PartialText
 from ..rag import ContentRetriever, RetrievalAugmentor
 from ..recall import SemanticRecall
+from ..titles import ConversationTitles
 from ..tools import AsyncToolProvider, ToolContext, ToolProvider
 from ..working import WorkingMemory
 from ._context import (
@@ -58,7 +59,6 @@ from ._results import (
     TokenStream,
     ToolExecution,
 )
-from ._titles import ConversationTitles
 from ._tooling import ArgumentsHandler, ErrorHandler, UnknownToolHandler
 from ._turn import Outcome, TurnInput, turn
 from ._working import WorkingStep

@@ -307,7 +307,7 @@ def _own_turn(state: _Turn, window: list[ChatMessage]) -> list[ChatMessage]:
     limit, the turn is kept whole and the history gives way."""
     own = [m for m in state.pending if not isinstance(m, SystemMessage)]
     tail = window[len(window) - len(own) :] if len(own) <= len(window) else []
-    if len(tail) == len(own) and all(a is b for a, b in zip(tail, own)):
+    if len(tail) == len(own) and all(a is b for a, b in zip(tail, own, strict=True)):
         return window  # the memory placed the turn last, whole: the usual case, checked in O(turn)
     held = {id(m) for m in window}
     if all(id(m) in held for m in own):
