@@ -51,6 +51,7 @@ from urllib.parse import unquote, urlsplit
 
 from .._errors import ConfigurationError, ToolServerError
 from .._messages import ImageContent
+from .._threads import in_thread
 from ..models import ToolSpecification
 from ._contracts import ReturnBehavior, Tool, ToolContext, ToolOutput
 from ._declare import parse_arguments
@@ -300,7 +301,7 @@ class McpToolProvider:
             loop.stop()
 
     async def aclose(self) -> None:
-        await asyncio.to_thread(self.close)
+        await in_thread(self.close)
 
     def __enter__(self) -> McpToolProvider:
         return self

@@ -13,7 +13,6 @@ tool's error result; nothing is stored.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, Literal, TypeAlias, TypeVar, cast, overload
@@ -23,6 +22,7 @@ from pydantic_core import PydanticSerializationError
 from .._codec.invalid import quote
 from .._errors import ConcurrentUpdateError, ConfigurationError
 from .._flow import retry_optimistically
+from .._threads import in_thread
 from ..models import ToolSpecification
 from ..tools import (
     ReturnBehavior,
@@ -400,7 +400,7 @@ class WorkingMemoryTool:
         return given
 
     async def aexecute(self, arguments: str, context: ToolContext) -> ToolOutput:
-        return await asyncio.to_thread(self.execute, arguments, context)
+        return await in_thread(self.execute, arguments, context)
 
 
 def _written(patch: object) -> str:
