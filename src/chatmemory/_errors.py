@@ -19,7 +19,11 @@ One base class, a small tree::
     │   └── ToolLoopError       a service call's model kept calling tools past the limit
     │   data and policy
     ├── SerializationError      (also a ValueError) stored or given data could not be read
-    └── ModerationError         a moderation model flagged the input; nothing was stored
+    ├── ModerationError         a moderation model flagged the input; nothing was stored
+    └── GuardrailError          a guardrail refused the input or the answer; nothing was stored
+
+`ModelRetry` is not raised by the library: a tool or an output guardrail raises it to have the
+model try again with its message.
 """
 
 from __future__ import annotations
@@ -28,8 +32,10 @@ __all__ = [
     "ChatMemoryError",
     "ConcurrentUpdateError",
     "ConfigurationError",
+    "GuardrailError",
     "ModelBehaviourError",
     "ModelError",
+    "ModelRetry",
     "ModerationError",
     "OutputParsingError",
     "SerializationError",
@@ -161,6 +167,23 @@ class ModerationError(ChatMemoryError):
     def __init__(self, message: str, *, moderation: object) -> None:
         super().__init__(message)
         self.moderation = moderation
+
+
+class GuardrailError(ChatMemoryError):
+    """A guardrail refused a service call's input, or its answer (also after asking the model
+    again as often as allowed); nothing of the call was stored. `stage` is ``"input"`` or
+    ``"output"``. Raise it from an input or output guardrail to refuse."""
+
+    def __init__(self, message: str, *, stage: str = "input") -> None:
+        super().__init__(message)
+        self.stage = stage
+
+
+class ModelRetry(Exception):
+    """Raised by an output guardrail (or a tool): the model is asked again, told this message.
+
+    Not a `ChatMemoryError`: it is the application's signal, and the library turns it into
+    another model call (or, past the limit, into a `GuardrailError`)."""
 
 
 class ToolLoopError(ModelBehaviourError):

@@ -18,6 +18,7 @@ assert assistant.chat("alice", "Hi", company="ACME") == "Hello!"
 ```
 """
 
+from .._errors import GuardrailError, ModelRetry
 from ..titles import DEFAULT_TITLE_PROMPT, ConversationTitles
 from ._markers import MemoryId, UserId, UserName, V, moderate, system_message, user_message
 from ._memories import ChatMemoryProvider
@@ -31,6 +32,7 @@ from ._results import (
     ToolExecution,
 )
 from ._service import ChatMemoryAccess, ai_service
+from ._turn import InputGuardrail, OutputGuardrail
 
 __all__ = [
     "DEFAULT_TITLE_PROMPT",
@@ -38,7 +40,11 @@ __all__ = [
     "ChatMemoryAccess",
     "ChatMemoryProvider",
     "ConversationTitles",
+    "GuardrailError",
+    "InputGuardrail",
     "MemoryId",
+    "ModelRetry",
+    "OutputGuardrail",
     "Result",
     "Retrieved",
     "ServiceEvent",

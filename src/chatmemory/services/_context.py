@@ -36,7 +36,7 @@ from ._declaration import Declaration, MethodPlan
 from ._memories import AnyMemory, ChatMemoryProvider, Memories
 from ._results import ToolExecution
 from ._tooling import ArgumentsHandler, ErrorHandler, ToolOptions, UnknownToolHandler
-from ._turn import Retrieval
+from ._turn import InputGuardrail, OutputGuardrail, Retrieval
 
 __all__ = ["DEFAULT_MEMORY_ID", "ChatMemoryAccess", "Models", "ServiceContext", "resolve"]
 
@@ -116,6 +116,9 @@ class ServiceContext:
     working_memory: WorkingMemory[Any] | None
     titles: ConversationTitles | None
     semantic_recall: SemanticRecall | None
+    input_guardrails: tuple[InputGuardrail, ...] = ()
+    output_guardrails: tuple[OutputGuardrail, ...] = ()
+    guardrail_retries: int = 2
 
     @property
     def unstored_tools(self) -> frozenset[str]:
@@ -153,6 +156,9 @@ def resolve(
     working_memory: WorkingMemory[Any] | None,
     titles: ConversationTitles | None,
     semantic_recall: SemanticRecall | None,
+    input_guardrails: Iterable[InputGuardrail] = (),
+    output_guardrails: Iterable[OutputGuardrail] = (),
+    guardrail_retries: int = 2,
 ) -> ServiceContext:
     """`ai_service`'s arguments checked and resolved (see its docstring for each)."""
     if titles is not None and not isinstance(titles, ConversationTitles):
@@ -171,6 +177,7 @@ def resolve(
             "pass chat_memory (one memory for every call) or chat_memory_provider (one per "
             "memory id), not both"
         )
+    guards = _guardrails(input_guardrails, output_guardrails, guardrail_retries)
     if not _count(output_retries, minimum=0):
         raise ConfigurationError(f"`output_retries` must be an int >= 0, got {output_retries!r}")
     if not _count(max_cached_memories, minimum=1):
@@ -229,9 +236,28 @@ def resolve(
         working_memory=working_memory,
         titles=titles,
         semantic_recall=semantic_recall,
+        input_guardrails=guards[0],
+        output_guardrails=guards[1],
+        guardrail_retries=guardrail_retries,
     )
     _check(context, chat_model, moderation_model)
     return context
+
+
+def _guardrails(
+    given_input: Iterable[InputGuardrail], given_output: Iterable[OutputGuardrail], retries: int
+) -> tuple[tuple[InputGuardrail, ...], tuple[OutputGuardrail, ...]]:
+    if not _count(retries, minimum=0):
+        raise ConfigurationError(f"`guardrail_retries` must be an int >= 0, got {retries!r}")
+    found = (tuple(given_input), tuple(given_output))
+    for name, guardrails in zip(("input_guardrails", "output_guardrails"), found, strict=True):
+        for guardrail in guardrails:
+            if not callable(guardrail):
+                raise ConfigurationError(
+                    f"`{name}` holds functions (of the user message, or of the answer), got "
+                    f"{guardrail!r}"
+                )
+    return found
 
 
 def _check(context: ServiceContext, chat_model: object, moderation_model: object) -> None:

@@ -60,7 +60,7 @@ from ._results import (
     ToolExecution,
 )
 from ._tooling import ArgumentsHandler, ErrorHandler, UnknownToolHandler
-from ._turn import Outcome, TurnInput, turn
+from ._turn import InputGuardrail, Outcome, OutputGuardrail, TurnInput, turn
 from ._working import WorkingStep
 
 __all__ = ["ChatMemoryAccess", "ai_service"]
@@ -102,6 +102,9 @@ def ai_service(
     working_memory: WorkingMemory[Any] | None = None,
     titles: ConversationTitles | None = None,
     semantic_recall: SemanticRecall | None = None,
+    input_guardrails: Iterable[InputGuardrail] = (),
+    output_guardrails: Iterable[OutputGuardrail] = (),
+    guardrail_retries: int = 2,
 ) -> S:
     """An object implementing the methods `cls` declares by calling the model.
 
@@ -153,6 +156,14 @@ def ai_service(
       that left the window come back at the end of the system message of the turn's model calls
       (never stored); the turn's messages are indexed once it is stored. With ``scope="user"``
       a parameter marked ``Annotated[str, UserId]`` says whose conversations are searched.
+    * `input_guardrails`: functions of the call's `UserMessage`, run in order before anything
+      else: None passes it, a text or a `UserMessage` replaces it (stored and sent), raising
+      `GuardrailError` refuses the call. `output_guardrails`: functions of the answer as the
+      method returns it (its text for a method returning the message itself): None passes it,
+      another value replaces it, raising `ModelRetry("what to fix")` asks the model again with
+      that message (at most `guardrail_retries` times, then `GuardrailError`), raising
+      `GuardrailError` refuses. A refused call stores nothing. In a streaming method the output
+      guardrails see the complete answer; an answer sent back is followed by the new one.
     """
     declaration = read_declaration(
         cls,
@@ -189,6 +200,9 @@ def ai_service(
         working_memory=working_memory,
         titles=titles,
         semantic_recall=semantic_recall,
+        input_guardrails=input_guardrails,
+        output_guardrails=output_guardrails,
+        guardrail_retries=guardrail_retries,
     )
     return cast(S, _Service(context).build())
 
@@ -389,6 +403,9 @@ class _Service:
             retrieval=context.retrieval,
             working=context.working_memory is not None,
             recall=context.semantic_recall.block if recalling and context.semantic_recall else None,
+            input_guardrails=context.input_guardrails,
+            output_guardrails=context.output_guardrails,
+            guardrail_retries=context.guardrail_retries,
         )
 
     def _working(self, call: _Call) -> WorkingStep | None:

@@ -17,11 +17,13 @@ import logging
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 from .._errors import (
     ConfigurationError,
+    GuardrailError,
     ModelError,
+    ModelRetry,
     ModerationError,
     OutputParsingError,
     ToolLoopError,
@@ -75,7 +77,22 @@ from ._output import OutputSpec
 from ._results import Result, Retrieved, ServiceEvent, ToolExecuted, ToolExecution
 from ._tooling import Attempt, Toolbox, ToolOptions, ToolRound, result_message, without_tools
 
-__all__ = ["Outcome", "Retrieval", "TurnInput", "moderated_texts", "turn"]
+__all__ = [
+    "InputGuardrail",
+    "Outcome",
+    "OutputGuardrail",
+    "Retrieval",
+    "TurnInput",
+    "moderated_texts",
+    "turn",
+]
+
+InputGuardrail: TypeAlias = Callable[[UserMessage], "UserMessage | str | None"]
+"""Checks a call's user message before anything else: None passes it, a text or a
+`UserMessage` replaces it, `GuardrailError` refuses the call."""
+OutputGuardrail: TypeAlias = Callable[[Any], Any]
+"""Checks the answer (as the method returns it): None passes it, another value replaces it,
+`ModelRetry` asks the model again, `GuardrailError` refuses the call."""
 
 log = logging.getLogger("chatmemory.services")
 
@@ -129,6 +146,10 @@ class TurnInput:
     """Read the working-memory block before each model call."""
     recall: Callable[[Sequence[Any]], str] | None = None
     """Renders what semantic recall found as a block (recall on); found once per turn."""
+    input_guardrails: tuple[InputGuardrail, ...] = ()
+    output_guardrails: tuple[OutputGuardrail, ...] = ()
+    guardrail_retries: int = 2
+    """How many times output guardrails may ask the model again (`ModelRetry`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,10 +182,11 @@ class Outcome:
 
 
 def turn(given: TurnInput) -> TurnFlow[Outcome]:
-    """The flow of one call: retrieval, window, model (moderation beside it), tools until the
-    model answers, the answer read as declared, then one commit of the whole turn, and the
-    recall index after it."""
+    """The flow of one call: input guardrails, retrieval, window, model (moderation beside it),
+    tools until the model answers, the answer read as declared and checked by the output
+    guardrails, then one commit of the whole turn, and the recall index after it."""
     state = _Turn(given)
+    _guard_input(state)
     if given.moderated:
         yield from perform(
             Moderate(moderated_texts([m for m in (given.system, state.to_model) if m]))
@@ -173,8 +195,8 @@ def turn(given: TurnInput) -> TurnFlow[Outcome]:
         answered = yield from _augment(state)
         immediate = False if answered else (yield from _converse(state))
         content = None if immediate else (yield from _answer(state))
-    except ModerationError:
-        raise
+    except (ModerationError, GuardrailError):
+        raise  # a refusal stores nothing, whatever keep_user_message_on_error says
     except Exception:
         if given.keep_user_message_on_error and given.memory:
             yield from perform(Commit(state.opening))
@@ -511,19 +533,62 @@ def _check(*, moderation: Moderation) -> None:
 
 
 def _answer(state: _Turn) -> TurnFlow[Any]:
-    """The final answer read as the method declares, asking again `output_retries` times."""
-    retries = state.given.output_retries
+    """The final answer read as the method declares and passed by the output guardrails; the
+    model is asked again, told what was wrong, `output_retries` times for an answer that does
+    not read and `guardrail_retries` times for one a guardrail sends back (`ModelRetry`)."""
+    given = state.given
+    unread, refused = given.output_retries, given.guardrail_retries
     extra: list[ChatMessage] = []
-    for attempt in range(retries + 1):
+    while True:
+        response = state.responses[-1]
         try:
-            return _read(state.given.output, state.responses[-1])
+            return _guard_output(given, _read(given.output, response), response)
         except OutputParsingError as error:
-            if attempt == retries:
+            if not unread:
                 raise
-            yield from _flush(state)
-            extra += [state.responses[-1].ai_message, UserMessage(_retry(error))]
-            state.responses.append((yield from _exchange(state, state.request(extra))))
-    raise AssertionError("unreachable")  # pragma: no cover
+            unread -= 1
+            told = _retry(error)
+        except ModelRetry as retry:
+            if not refused:
+                raise GuardrailError(
+                    f"an output guardrail refused the answer after {given.guardrail_retries} "
+                    f"tries ({retry}); nothing was stored",
+                    stage="output",
+                ) from retry
+            refused -= 1
+            told = str(retry)
+        yield from _flush(state)
+        extra += [response.ai_message, UserMessage(told)]
+        state.responses.append((yield from _exchange(state, state.request(extra))))
+
+
+def _guard_input(state: _Turn) -> None:
+    """The input guardrails, in order: each passes (None), rewrites the user message (a text or
+    a `UserMessage`, which is stored and sent), or refuses (`GuardrailError`)."""
+    for guardrail in state.given.input_guardrails:
+        given = state.stored
+        verdict = guardrail(given)
+        if verdict is None:
+            continue
+        if isinstance(verdict, str):
+            verdict = UserMessage(verdict, name=given.name)
+        if not isinstance(verdict, UserMessage):
+            raise ConfigurationError(
+                f"an input guardrail returns None, a text or a UserMessage, got {verdict!r}"
+            )
+        state.use(verdict, verdict)
+
+
+def _guard_output(given: TurnInput, value: Any, response: ChatResponse) -> Any:
+    """The output guardrails, in order, on the answer as the method returns it (its text when
+    the method returns the message itself): each passes (None), replaces the value, sends the
+    model back (`ModelRetry`) or refuses (`GuardrailError`)."""
+    for guardrail in given.output_guardrails:
+        seen = value if given.output is not None else response.ai_message.text
+        replaced = guardrail(seen)
+        if replaced is not None and given.output is not None:
+            value = replaced
+    return value
 
 
 def _read(spec: OutputSpec[Any] | None, response: ChatResponse) -> Any:
