@@ -526,7 +526,7 @@ def _answer(state: _Turn) -> TurnFlow[Any]:
 def _read(spec: OutputSpec[Any] | None, response: ChatResponse) -> Any:
     if spec is None:
         return None
-    return spec.parse(response.ai_message.text or "")
+    return spec.read(response)
 
 
 def _retry(error: OutputParsingError) -> str:
