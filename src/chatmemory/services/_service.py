@@ -20,7 +20,6 @@ from typing import Any, Literal, TypeVar, cast
 
 from .._errors import ConfigurationError
 from .._messages import (
-    Content,
     SystemMessage,
     TextContent,
     ToolExecutionRequest,
@@ -40,11 +39,11 @@ from ._context import (
     resolve,
 )
 from ._declaration import (
-    CONTENT_TYPES,
     MethodPlan,
     Returns,
     memory_id_of,
     read_declaration,
+    user_message_of,
 )
 from ._drivers import arun, astream, run, stream
 from ._memories import AnyMemory, ChatMemoryProvider, is_async_memory
@@ -297,7 +296,7 @@ class _Service:
                 f"memory is per user: pass the user's id"
             )
         system = self._system(plan, memory_id, values)
-        user = self._user(plan, arguments, values)
+        user = self._user(plan, arguments, values, cast(Mapping[str, object], extra))
         return _Call(
             memory_id,
             system,
@@ -330,29 +329,14 @@ class _Service:
         return SystemMessage(text) if text else None
 
     def _user(
-        self, plan: MethodPlan, arguments: dict[str, object], values: dict[str, object]
+        self,
+        plan: MethodPlan,
+        arguments: dict[str, object],
+        values: dict[str, object],
+        extra: Mapping[str, object],
     ) -> UserMessage:
-        if plan.user is not None:
-            text: str | None = plan.user.apply(values).text
-        elif plan.user_param is not None:
-            value = arguments[plan.user_param]
-            if value is None:
-                raise ConfigurationError(
-                    f"{plan.where}: the user message ({plan.user_param!r}) is None; pass text"
-                )
-            text = value if isinstance(value, str) else str(value)
-        else:
-            text = None
-        contents: list[Content] = [TextContent(text)] if text is not None else []
-        for name in plan.content_params:
-            value = arguments[name]
-            if value is None:
-                continue
-            contents.extend(_contents(plan, name, value))
-        if not contents:
-            raise ConfigurationError(f"{plan.where}: the call has no user message content")
-        name_value = arguments[plan.user_name_param] if plan.user_name_param else None
-        return UserMessage(contents=contents, name=None if name_value is None else str(name_value))
+        text = plan.user.apply(values).text if plan.user is not None else None
+        return user_message_of(plan, arguments, extra, text)
 
     # -- running a turn --------------------------------------------------------------------
 
@@ -566,16 +550,6 @@ def _immediate(plan: MethodPlan, outcome: Outcome) -> object:
         f"{plan.where} ended with a tool's result (return_behavior 'immediate'), which cannot be "
         f"returned as its declared type: declare it `-> Result[...]` to get the tool executions"
     )
-
-
-def _contents(plan: MethodPlan, name: str, value: object) -> list[Content]:
-    items = list(value) if isinstance(value, (list, tuple)) else [value]
-    for item in items:
-        if not isinstance(item, CONTENT_TYPES):
-            raise ConfigurationError(
-                f"{plan.where}: parameter {name!r} holds contents (images, audio...), got {item!r}"
-            )
-    return cast(list[Content], items)
 
 
 def _var_keyword(signature: inspect.Signature) -> str | None:
