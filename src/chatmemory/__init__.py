@@ -83,6 +83,7 @@ from .services import (
     ai_service,
     moderate,
     system_message,
+    tool_choice,
     user_message,
 )
 from .stores import (
@@ -189,6 +190,7 @@ __all__ = [
     "system_message",
     "to_anthropic",
     "to_openai",
+    "tool_choice",
     "user_message",
 ]
 

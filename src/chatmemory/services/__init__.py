@@ -18,7 +18,16 @@ assert assistant.chat("alice", "Hi", company="ACME") == "Hello!"
 ```
 """
 
-from ._markers import MemoryId, UserId, UserName, V, moderate, system_message, user_message
+from ._markers import (
+    MemoryId,
+    UserId,
+    UserName,
+    V,
+    moderate,
+    system_message,
+    tool_choice,
+    user_message,
+)
 from ._memories import ChatMemoryProvider
 from ._results import (
     AsyncTokenStream,
@@ -51,5 +60,6 @@ __all__ = [
     "ai_service",
     "moderate",
     "system_message",
+    "tool_choice",
     "user_message",
 ]

@@ -26,6 +26,7 @@ from ..models import (
     ModerationModel,
     StreamingChatModel,
 )
+from ..models._values import ToolChoice, check_tool_choice
 from ..rag import ContentRetriever, DefaultRetrievalAugmentor, RetrievalAugmentor
 from ..recall import SemanticRecall
 from ..tools import AsyncToolProvider, Tool, ToolProvider
@@ -116,6 +117,7 @@ class ServiceContext:
     working_memory: WorkingMemory[Any] | None
     titles: ConversationTitles | None
     semantic_recall: SemanticRecall | None
+    tool_choice: ToolChoice | None = None
 
     @property
     def unstored_tools(self) -> frozenset[str]:
@@ -153,10 +155,12 @@ def resolve(
     working_memory: WorkingMemory[Any] | None,
     titles: ConversationTitles | None,
     semantic_recall: SemanticRecall | None,
+    tool_choice: ToolChoice | None = None,
 ) -> ServiceContext:
     """`ai_service`'s arguments checked and resolved (see its docstring for each)."""
     if titles is not None and not isinstance(titles, ConversationTitles):
         raise ConfigurationError(f"`titles` must be ConversationTitles, got {titles!r}")
+    check_tool_choice(tool_choice)
     if semantic_recall is not None and not isinstance(semantic_recall, SemanticRecall):
         raise ConfigurationError(
             f"`semantic_recall` must be a SemanticRecall, got {semantic_recall!r}"
@@ -229,6 +233,7 @@ def resolve(
         working_memory=working_memory,
         titles=titles,
         semantic_recall=semantic_recall,
+        tool_choice=tool_choice,
     )
     _check(context, chat_model, moderation_model)
     return context

@@ -28,7 +28,18 @@ from .._messages import (
 )
 from .._prompts import _BUILT_INS, Clock, PromptTemplate
 from ..models import ChatParameters, ChatResponse
-from ._markers import MODERATE, SYSTEM, USER, MemoryId, TemplateSource, UserId, UserName, V
+from ..models._values import ToolChoice
+from ._markers import (
+    MODERATE,
+    SYSTEM,
+    TOOL_CHOICE,
+    USER,
+    MemoryId,
+    TemplateSource,
+    UserId,
+    UserName,
+    V,
+)
 from ._output import OutputSpec, output_spec
 from ._results import AsyncTokenStream, Result, TokenStream
 
@@ -95,6 +106,8 @@ class MethodPlan:
     returns: Returns
     output: OutputSpec[Any] | None
     moderated: bool
+    tool_choice: ToolChoice | None = None
+    """The method's `@tool_choice(...)`, beating the service's."""
 
     def _param(self, role: Role) -> str | None:
         return next((p.name for p in self.params if p.role is role), None)
@@ -257,6 +270,7 @@ def _read_method(
             if template is not None:
                 _check_variables(where, kind, template, variables, it_param)
     moderated = bool(getattr(function, MODERATE, False))
+    choice = getattr(function, TOOL_CHOICE, None)
     return MethodPlan(
         name=name,
         where=where,
@@ -272,6 +286,7 @@ def _read_method(
         returns=returns,
         output=output,
         moderated=moderated,
+        tool_choice=choice if isinstance(choice, str) else None,
     )
 
 

@@ -27,6 +27,7 @@ from .._messages import (
 )
 from .._prompts import Clock, PromptTemplate
 from ..models import Capability, ChatParameters, ChatResponse, PartialText
+from ..models._values import ToolChoice
 from ..rag import ContentRetriever, RetrievalAugmentor
 from ..recall import SemanticRecall
 from ..tools import AsyncToolProvider, ToolContext, ToolProvider
@@ -101,6 +102,7 @@ def ai_service(
     working_memory: WorkingMemory[Any] | None = None,
     titles: ConversationTitles | None = None,
     semantic_recall: SemanticRecall | None = None,
+    tool_choice: ToolChoice | None = None,
 ) -> S:
     """An object implementing the methods `cls` declares by calling the model.
 
@@ -128,6 +130,9 @@ def ai_service(
       tools decided per call (an MCP server's, for instance). The model's tool calls run and their
       results go back to it until it answers, at most `max_tool_calling_round_trips` times;
       several calls of one answer run at once with `execute_tools_concurrently=True`.
+      `tool_choice`: ``"auto"`` (the default), ``"required"``, ``"none"`` or a tool's name, for
+      every method without `@tool_choice(...)`; ``"required"`` and a name hold for a turn's
+      first model call only.
     * What the model hears when a call goes wrong: `on_invalid_arguments(error, request)`,
       `on_tool_error(error, request)` and `on_unknown_tool(request, tool_names)` return the text
       (or raise to end the call; `on_unknown_tool="raise"` does). By default the error's text
@@ -188,6 +193,7 @@ def ai_service(
         working_memory=working_memory,
         titles=titles,
         semantic_recall=semantic_recall,
+        tool_choice=tool_choice,
     )
     return cast(S, _Service(context).build())
 
@@ -373,6 +379,7 @@ class _Service:
             retrieval=context.retrieval,
             working=context.working_memory is not None,
             recall=context.semantic_recall.block if recalling and context.semantic_recall else None,
+            tool_choice=plan.tool_choice or context.tool_choice,
         )
 
     def _working(self, call: _Call) -> WorkingStep | None:

@@ -48,6 +48,7 @@ from ..models import (
     ToolSpecification,
 )
 from ..models._events import CompleteToolCall, PartialText
+from ..models._values import ToolChoice
 from ..rag import AugmentationRequest, Content, QueryMetadata
 from ..tools import Tool, ToolArgumentsError, ToolContext, ToolProvider, parse_arguments
 from ..tools._contracts import AsyncToolProvider
@@ -73,7 +74,15 @@ from ._effects import (
 )
 from ._output import OutputSpec
 from ._results import Result, Retrieved, ServiceEvent, ToolExecuted, ToolExecution
-from ._tooling import Attempt, Toolbox, ToolOptions, ToolRound, result_message, without_tools
+from ._tooling import (
+    Attempt,
+    Toolbox,
+    ToolOptions,
+    ToolRound,
+    result_message,
+    turn_tool_choice,
+    without_tools,
+)
 
 __all__ = ["Outcome", "Retrieval", "TurnInput", "moderated_texts", "turn"]
 
@@ -129,6 +138,7 @@ class TurnInput:
     """Read the working-memory block before each model call."""
     recall: Callable[[Sequence[Any]], str] | None = None
     """Renders what semantic recall found as a block (recall on); found once per turn."""
+    tool_choice: ToolChoice | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +249,7 @@ class _Turn:
         return ChatRequest(
             [*self.messages, *extra],
             tools=self.specs,
+            tool_choice=turn_tool_choice(self.given.tool_choice, self.specs, self.executions),
             response_format=self.response_format,
             parameters=self.given.parameters,
         )
