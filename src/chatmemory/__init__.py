@@ -87,6 +87,7 @@ from .services import (
     ai_service,
     moderate,
     system_message,
+    tool_choice,
     user_message,
 )
 from .stores import (
@@ -197,6 +198,7 @@ __all__ = [
     "system_message",
     "to_anthropic",
     "to_openai",
+    "tool_choice",
     "user_message",
 ]
 

@@ -20,7 +20,16 @@ assert assistant.chat("alice", "Hi", company="ACME") == "Hello!"
 
 from .._errors import GuardrailError, ModelRetry
 from ..titles import DEFAULT_TITLE_PROMPT, ConversationTitles
-from ._markers import MemoryId, UserId, UserName, V, moderate, system_message, user_message
+from ._markers import (
+    MemoryId,
+    UserId,
+    UserName,
+    V,
+    moderate,
+    system_message,
+    tool_choice,
+    user_message,
+)
 from ._memories import ChatMemoryProvider
 from ._results import (
     AsyncTokenStream,
@@ -57,5 +66,6 @@ __all__ = [
     "ai_service",
     "moderate",
     "system_message",
+    "tool_choice",
     "user_message",
 ]

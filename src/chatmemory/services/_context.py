@@ -26,6 +26,7 @@ from ..models import (
     ModerationModel,
     StreamingChatModel,
 )
+from ..models._values import ToolChoice, check_tool_choice
 from ..rag import ContentRetriever, DefaultRetrievalAugmentor, RetrievalAugmentor
 from ..recall import SemanticRecall
 from ..titles import ConversationTitles
@@ -119,6 +120,7 @@ class ServiceContext:
     input_guardrails: tuple[InputGuardrail, ...] = ()
     output_guardrails: tuple[OutputGuardrail, ...] = ()
     guardrail_retries: int = 2
+    tool_choice: ToolChoice | None = None
 
     @property
     def unstored_tools(self) -> frozenset[str]:
@@ -159,10 +161,12 @@ def resolve(
     input_guardrails: Iterable[InputGuardrail] = (),
     output_guardrails: Iterable[OutputGuardrail] = (),
     guardrail_retries: int = 2,
+    tool_choice: ToolChoice | None = None,
 ) -> ServiceContext:
     """`ai_service`'s arguments checked and resolved (see its docstring for each)."""
     if titles is not None and not isinstance(titles, ConversationTitles):
         raise ConfigurationError(f"`titles` must be ConversationTitles, got {titles!r}")
+    check_tool_choice(tool_choice)
     if semantic_recall is not None and not isinstance(semantic_recall, SemanticRecall):
         raise ConfigurationError(
             f"`semantic_recall` must be a SemanticRecall, got {semantic_recall!r}"
@@ -239,6 +243,7 @@ def resolve(
         input_guardrails=guards[0],
         output_guardrails=guards[1],
         guardrail_retries=guardrail_retries,
+        tool_choice=tool_choice,
     )
     _check(context, chat_model, moderation_model)
     return context

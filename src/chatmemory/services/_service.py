@@ -20,7 +20,6 @@ from typing import Any, Literal, TypeVar, cast
 
 from .._errors import ConfigurationError
 from .._messages import (
-    Content,
     SystemMessage,
     TextContent,
     ToolExecutionRequest,
@@ -28,6 +27,7 @@ from .._messages import (
 )
 from .._prompts import Clock, PromptTemplate
 from ..models import Capability, ChatParameters, ChatResponse, PartialText
+from ..models._values import ToolChoice
 from ..rag import ContentRetriever, RetrievalAugmentor
 from ..recall import SemanticRecall
 from ..titles import ConversationTitles
@@ -41,11 +41,11 @@ from ._context import (
     resolve,
 )
 from ._declaration import (
-    CONTENT_TYPES,
     MethodPlan,
     Returns,
     memory_id_of,
     read_declaration,
+    user_message_of,
 )
 from ._drivers import arun, astream, run, stream
 from ._memories import AnyMemory, ChatMemoryProvider, is_async_memory
@@ -105,6 +105,7 @@ def ai_service(
     input_guardrails: Iterable[InputGuardrail] = (),
     output_guardrails: Iterable[OutputGuardrail] = (),
     guardrail_retries: int = 2,
+    tool_choice: ToolChoice | None = None,
 ) -> S:
     """An object implementing the methods `cls` declares by calling the model.
 
@@ -132,6 +133,9 @@ def ai_service(
       tools decided per call (an MCP server's, for instance). The model's tool calls run and their
       results go back to it until it answers, at most `max_tool_calling_round_trips` times;
       several calls of one answer run at once with `execute_tools_concurrently=True`.
+      `tool_choice`: ``"auto"`` (the default), ``"required"``, ``"none"`` or a tool's name, for
+      every method without `@tool_choice(...)`; ``"required"`` and a name hold for a turn's
+      first model call only.
     * What the model hears when a call goes wrong: `on_invalid_arguments(error, request)`,
       `on_tool_error(error, request)` and `on_unknown_tool(request, tool_names)` return the text
       (or raise to end the call; `on_unknown_tool="raise"` does). By default the error's text
@@ -203,6 +207,7 @@ def ai_service(
         input_guardrails=input_guardrails,
         output_guardrails=output_guardrails,
         guardrail_retries=guardrail_retries,
+        tool_choice=tool_choice,
     )
     return cast(S, _Service(context).build())
 
@@ -311,7 +316,7 @@ class _Service:
                 f"memory is per user: pass the user's id"
             )
         system = self._system(plan, memory_id, values)
-        user = self._user(plan, arguments, values)
+        user = self._user(plan, arguments, values, cast(Mapping[str, object], extra))
         return _Call(
             memory_id,
             system,
@@ -344,29 +349,14 @@ class _Service:
         return SystemMessage(text) if text else None
 
     def _user(
-        self, plan: MethodPlan, arguments: dict[str, object], values: dict[str, object]
+        self,
+        plan: MethodPlan,
+        arguments: dict[str, object],
+        values: dict[str, object],
+        extra: Mapping[str, object],
     ) -> UserMessage:
-        if plan.user is not None:
-            text: str | None = plan.user.apply(values).text
-        elif plan.user_param is not None:
-            value = arguments[plan.user_param]
-            if value is None:
-                raise ConfigurationError(
-                    f"{plan.where}: the user message ({plan.user_param!r}) is None; pass text"
-                )
-            text = value if isinstance(value, str) else str(value)
-        else:
-            text = None
-        contents: list[Content] = [TextContent(text)] if text is not None else []
-        for name in plan.content_params:
-            value = arguments[name]
-            if value is None:
-                continue
-            contents.extend(_contents(plan, name, value))
-        if not contents:
-            raise ConfigurationError(f"{plan.where}: the call has no user message content")
-        name_value = arguments[plan.user_name_param] if plan.user_name_param else None
-        return UserMessage(contents=contents, name=None if name_value is None else str(name_value))
+        text = plan.user.apply(values).text if plan.user is not None else None
+        return user_message_of(plan, arguments, extra, text)
 
     # -- running a turn --------------------------------------------------------------------
 
@@ -406,6 +396,7 @@ class _Service:
             input_guardrails=context.input_guardrails,
             output_guardrails=context.output_guardrails,
             guardrail_retries=context.guardrail_retries,
+            tool_choice=plan.tool_choice or context.tool_choice,
         )
 
     def _working(self, call: _Call) -> WorkingStep | None:
@@ -583,16 +574,6 @@ def _immediate(plan: MethodPlan, outcome: Outcome) -> object:
         f"{plan.where} ended with a tool's result (return_behavior 'immediate'), which cannot be "
         f"returned as its declared type: declare it `-> Result[...]` to get the tool executions"
     )
-
-
-def _contents(plan: MethodPlan, name: str, value: object) -> list[Content]:
-    items = list(value) if isinstance(value, (list, tuple)) else [value]
-    for item in items:
-        if not isinstance(item, CONTENT_TYPES):
-            raise ConfigurationError(
-                f"{plan.where}: parameter {name!r} holds contents (images, audio...), got {item!r}"
-            )
-    return cast(list[Content], items)
 
 
 def _var_keyword(signature: inspect.Signature) -> str | None:

@@ -13,6 +13,7 @@ from typing import Literal, TypeAlias
 from .._errors import ConfigurationError, ModelBehaviourError, shorten
 from .._messages import AiMessage, ChatMessage, ToolExecutionRequest, ToolExecutionResultMessage
 from ..models import ToolSpecification
+from ..models._values import ToolChoice
 from ..tools import (
     AsyncToolProvider,
     Tool,
@@ -157,6 +158,19 @@ def is_immediate(attempts: Sequence[Attempt], executions: Sequence[ToolExecution
         return False
     behaviors = [a.tool.return_behavior if a.tool is not None else "to_model" for a in attempts]
     return behaviors[-1] == "immediate_if_last" or all(b != "to_model" for b in behaviors)
+
+
+def turn_tool_choice(
+    choice: ToolChoice | None, specs: Sequence[ToolSpecification], ran: Sequence[object]
+) -> ToolChoice | None:
+    """The tool choice of a model call of the turn: none without tools (OpenAI refuses one);
+    ``"auto"`` once tools `ran` for a choice that forces a call (``"required"``, a tool's name),
+    so the model can answer; else the service's or method's."""
+    if choice is None or not specs:
+        return None
+    if ran and choice not in ("auto", "none"):
+        return "auto"
+    return choice
 
 
 def result_message(execution: ToolExecution) -> ToolExecutionResultMessage:

@@ -50,6 +50,7 @@ from ..models import (
     ToolSpecification,
 )
 from ..models._events import CompleteToolCall, PartialText
+from ..models._values import ToolChoice
 from ..rag import AugmentationRequest, Content, QueryMetadata
 from ..tools import Tool, ToolArgumentsError, ToolContext, ToolProvider, parse_arguments
 from ..tools._contracts import AsyncToolProvider
@@ -75,7 +76,15 @@ from ._effects import (
 )
 from ._output import OutputSpec
 from ._results import Result, Retrieved, ServiceEvent, ToolExecuted, ToolExecution
-from ._tooling import Attempt, Toolbox, ToolOptions, ToolRound, result_message, without_tools
+from ._tooling import (
+    Attempt,
+    Toolbox,
+    ToolOptions,
+    ToolRound,
+    result_message,
+    turn_tool_choice,
+    without_tools,
+)
 
 __all__ = [
     "InputGuardrail",
@@ -150,6 +159,7 @@ class TurnInput:
     output_guardrails: tuple[OutputGuardrail, ...] = ()
     guardrail_retries: int = 2
     """How many times output guardrails may ask the model again (`ModelRetry`)."""
+    tool_choice: ToolChoice | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,6 +271,7 @@ class _Turn:
         return ChatRequest(
             [*self.messages, *extra],
             tools=self.specs,
+            tool_choice=turn_tool_choice(self.given.tool_choice, self.specs, self.executions),
             response_format=self.response_format,
             parameters=self.given.parameters,
         )
@@ -594,7 +605,7 @@ def _guard_output(given: TurnInput, value: Any, response: ChatResponse) -> Any:
 def _read(spec: OutputSpec[Any] | None, response: ChatResponse) -> Any:
     if spec is None:
         return None
-    return spec.parse(response.ai_message.text or "")
+    return spec.read(response)
 
 
 def _retry(error: OutputParsingError) -> str:
