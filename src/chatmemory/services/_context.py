@@ -30,7 +30,7 @@ from ..models._values import ToolChoice, check_tool_choice
 from ..rag import ContentRetriever, DefaultRetrievalAugmentor, RetrievalAugmentor
 from ..recall import SemanticRecall
 from ..titles import ConversationTitles
-from ..tools import AsyncToolProvider, Tool, ToolProvider
+from ..tools import AsyncToolProvider, Tool, ToolLimits, ToolProvider
 from ..tools._collect import collect_tools
 from ..working import WorkingMemory
 from ._declaration import Declaration, MethodPlan
@@ -161,6 +161,8 @@ def resolve(
     input_guardrails: Iterable[InputGuardrail] = (),
     output_guardrails: Iterable[OutputGuardrail] = (),
     guardrail_retries: int = 2,
+    tool_retries: int | None = None,
+    tool_timeout: float | None = None,
     tool_choice: ToolChoice | None = None,
 ) -> ServiceContext:
     """`ai_service`'s arguments checked and resolved (see its docstring for each)."""
@@ -234,6 +236,8 @@ def resolve(
             on_unknown_tool=on_unknown_tool,
             before=before_tool_execution,
             after=after_tool_execution,
+            retries=ToolLimits(tool_retries, tool_timeout).retries,
+            timeout=tool_timeout,
         ),
         augmentor=augmentor,
         retrieval=retrieval,

@@ -125,6 +125,8 @@ class RunTool(Effect[Attempt]):
     request: ToolExecutionRequest
     context: ToolContext
     before: Callable[[ToolExecutionRequest], None] | None = None
+    timeout: float | None = None
+    """Seconds the call may take; then the model is told it did not finish."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +138,8 @@ class StartTool(Effect[object]):
     request: ToolExecutionRequest
     context: ToolContext
     before: Callable[[ToolExecutionRequest], None] | None = None
+    timeout: float | None = None
+    """Seconds the call may take; then the model is told it did not finish."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,8 @@ import asyncio
 import concurrent.futures
 import contextvars
 import logging
-from collections.abc import AsyncIterator, Iterator, Sequence
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast, runtime_checkable
 
@@ -33,7 +34,7 @@ from ..models import (
 )
 from ..rag import AugmentationResult, RetrievalAugmentor
 from ..rag._augmentor import AsyncRetrievalAugmentor
-from ..tools import AsyncToolProvider, Tool, ToolProvider
+from ..tools import AsyncToolProvider, Tool, ToolOutput, ToolProvider
 from ._effects import (
     Ask,
     Augment,
@@ -83,24 +84,64 @@ async def _awindow(memory: AsyncChatMemory, effect: Window) -> list[ChatMessage]
 
 def _run_tool(effect: RunTool | StartTool) -> Attempt:
     started = begin(effect.request, effect.before)
-    if effect.tool is None:
+    tool = effect.tool
+    if tool is None:
         return ended(effect.request, None, started)
     try:
-        output = effect.tool.execute(effect.request.arguments, effect.context)
+        if effect.timeout is None:
+            output = tool.execute(effect.request.arguments, effect.context)
+        else:
+            output = _within(effect.timeout, tool.execute, effect.request.arguments, effect.context)
     except Exception as error:
-        return ended(effect.request, effect.tool, started, error=error)
-    return ended(effect.request, effect.tool, started, output)
+        return ended(effect.request, tool, started, error=error)
+    return ended(effect.request, tool, started, output)
 
 
 async def _arun_tool(effect: RunTool | StartTool) -> Attempt:
     started = begin(effect.request, effect.before)
-    if effect.tool is None:
+    tool = effect.tool
+    if tool is None:
         return ended(effect.request, None, started)
     try:
-        output = await effect.tool.aexecute(effect.request.arguments, effect.context)
+        running = tool.aexecute(effect.request.arguments, effect.context)
+        if effect.timeout is None:
+            output = await running
+        else:
+            try:
+                output = await asyncio.wait_for(running, effect.timeout)
+            except asyncio.TimeoutError:
+                raise _late(effect.timeout) from None
     except Exception as error:
-        return ended(effect.request, effect.tool, started, error=error)
-    return ended(effect.request, effect.tool, started, output)
+        return ended(effect.request, tool, started, error=error)
+    return ended(effect.request, tool, started, output)
+
+
+def _within(seconds: float, function: Callable[..., ToolOutput], *args: object) -> ToolOutput:
+    """`function(*args)` on a thread of its own, waited for `seconds` at most. A blocking call
+    cannot be stopped: past the limit it is left to finish (its result is dropped) and the
+    model is told it did not."""
+    done: list[ToolOutput] = []
+    failed: list[BaseException] = []
+    context = contextvars.copy_context()
+
+    def target() -> None:
+        try:
+            done.append(context.run(function, *args))
+        except BaseException as error:  # handed to the caller below
+            failed.append(error)
+
+    thread = threading.Thread(target=target, name="chatmemory-tool", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if failed:
+        raise failed[0]
+    if not done:
+        raise _late(seconds)
+    return done[0]
+
+
+def _late(seconds: float) -> TimeoutError:
+    return TimeoutError(f"the tool did not finish within {seconds:g} s (its timeout)")
 
 
 @dataclass(slots=True)

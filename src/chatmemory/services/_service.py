@@ -106,6 +106,8 @@ def ai_service(
     output_guardrails: Iterable[OutputGuardrail] = (),
     guardrail_retries: int = 2,
     tool_choice: ToolChoice | None = None,
+    tool_retries: int | None = None,
+    tool_timeout: float | None = None,
 ) -> S:
     """An object implementing the methods `cls` declares by calling the model.
 
@@ -133,6 +135,11 @@ def ai_service(
       tools decided per call (an MCP server's, for instance). The model's tool calls run and their
       results go back to it until it answers, at most `max_tool_calling_round_trips` times;
       several calls of one answer run at once with `execute_tools_concurrently=True`.
+      `tool_retries`: how many times one call may send the model back to a tool (the tool
+      raised `ModelRetry("what to fix")`, whose message the model gets, or its arguments did not
+      fit) before the call fails with `ModelBehaviourError`; `tool_timeout`: the seconds a tool
+      call may take before the model is told it did not finish. A tool's own
+      `@tool(retries=..., timeout=...)` wins; both are unlimited by default.
       `tool_choice`: ``"auto"`` (the default), ``"required"``, ``"none"`` or a tool's name, for
       every method without `@tool_choice(...)`; ``"required"`` and a name hold for a turn's
       first model call only.
@@ -208,6 +215,8 @@ def ai_service(
         output_guardrails=output_guardrails,
         guardrail_retries=guardrail_retries,
         tool_choice=tool_choice,
+        tool_retries=tool_retries,
+        tool_timeout=tool_timeout,
     )
     return cast(S, _Service(context).build())
 

@@ -22,6 +22,7 @@ from typing import Any, TypeAlias
 from .._errors import (
     ConfigurationError,
     GuardrailError,
+    ModelBehaviourError,
     ModelError,
     ModelRetry,
     ModerationError,
@@ -82,6 +83,7 @@ from ._tooling import (
     ToolOptions,
     ToolRound,
     result_message,
+    sent_back,
     turn_tool_choice,
     without_tools,
 )
@@ -243,6 +245,8 @@ class _Turn:
         """What recall found, once asked."""
         self.held: list[ServiceEvent] = []
         """Stream events not yet handed on (see `Outcome.tail`)."""
+        self.sent_back: dict[str, int] = {}
+        """How many times each tool sent the model back (`ModelRetry`, arguments) so far."""
         self.early: dict[str, object] = {}
         """Tool calls started while the model was still streaming, by call id."""
         self.toolbox = (
@@ -478,6 +482,7 @@ def _run_tools(state: _Turn, calls: Sequence[ToolExecutionRequest]) -> TurnFlow[
         if not isinstance(begun, Attempt):
             begun = yield from perform(AwaitTool(begun))
         attempts.append(begun)
+    _count_sent_back(state, attempts)
     return toolbox.finish(attempts, state.given.tool_options)
 
 
@@ -486,10 +491,32 @@ def _tool(state: _Turn, request: ToolExecutionRequest, *, beside: bool) -> TurnF
     toolbox = state.toolbox
     assert toolbox is not None
     tool = toolbox.by_name.get(request.name)
-    before = state.given.tool_options.before
+    options = state.given.tool_options
+    timeout = options.limits(tool).timeout
     if beside:
-        return (yield from perform(StartTool(tool, request, toolbox.context, before)))
-    return (yield from perform(RunTool(tool, request, toolbox.context, before)))
+        handle = yield from perform(
+            StartTool(tool, request, toolbox.context, options.before, timeout)
+        )
+        return handle
+    attempt = yield from perform(RunTool(tool, request, toolbox.context, options.before, timeout))
+    return attempt
+
+
+def _count_sent_back(state: _Turn, attempts: Sequence[Attempt]) -> None:
+    """Count the calls that sent the model back to their tool; past a tool's `retries` the
+    call fails (the model is not getting it right)."""
+    options = state.given.tool_options
+    for attempt in attempts:
+        if attempt.tool is None or not sent_back(attempt):
+            continue
+        name = attempt.request.name
+        count = state.sent_back[name] = state.sent_back.get(name, 0) + 1
+        limit = options.limits(attempt.tool).retries
+        if limit is not None and count > limit:
+            raise ModelBehaviourError(
+                f"the model was sent back to the tool {name!r} {count} times in one call "
+                f"(its retries allow {limit}): {attempt.error}; nothing was stored"
+            )
 
 
 def _with_ids(response: ChatResponse) -> ChatResponse:
