@@ -109,7 +109,9 @@ def test_arguments_that_do_not_fit_count_and_the_service_sets_the_default() -> N
 
     script = [call("add", '{"a": "x", "b": 1}', i) for i in range(2)]
     service, _, _ = make([*script, "never"], add, tool_retries=1)
-    with pytest.raises(ModelBehaviourError, match=r"'add' 2 times in one call \(its retries allow 1\)"):
+    with pytest.raises(
+        ModelBehaviourError, match=r"'add' 2 times in one call \(its retries allow 1\)"
+    ):
         service.chat("u", "add")
     # a tool's own limit wins over the service's
     generous = tool_from(add, retries=5)
