@@ -76,6 +76,7 @@ from .models import (
     ToolSpecification,
 )
 from .services import (
+    ApprovalRequired,
     AsyncTokenStream,
     ChatMemoryAccess,
     MemoryId,
@@ -114,6 +115,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree wi
 __all__ = [
     "AiMessage",
     "AnthropicChatModel",
+    "ApprovalRequired",
     "ApproximateTokenCountEstimator",
     "AsyncChatMemory",
     "AsyncChatMemoryStore",

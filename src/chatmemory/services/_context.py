@@ -32,7 +32,7 @@ from ..recall import SemanticRecall
 from ..titles import ConversationTitles
 from ..tools import AsyncToolProvider, Tool, ToolLimits, ToolProvider
 from ..tools._collect import collect_tools
-from ..working import WorkingMemory
+from ..working import InMemoryRecordStore, RecordStore, WorkingMemory
 from ._declaration import Declaration, MethodPlan
 from ._memories import AnyMemory, ChatMemoryProvider, Memories
 from ._results import ToolExecution
@@ -121,6 +121,15 @@ class ServiceContext:
     output_guardrails: tuple[OutputGuardrail, ...] = ()
     guardrail_retries: int = 2
     tool_choice: ToolChoice | None = None
+    approvals: RecordStore | None = None
+    """Where calls stopped for approval are kept (None: no tool needs approval)."""
+    requires_approval: Callable[[ToolExecutionRequest], bool] | None = None
+
+    def needs_approval(self, request: ToolExecutionRequest, tool: Tool | None) -> bool:
+        """Whether a tool call waits for approval: the tool says so, or the service does."""
+        if tool is not None and getattr(tool, "requires_approval", False) is True:
+            return True
+        return self.requires_approval is not None and bool(self.requires_approval(request))
 
     @property
     def unstored_tools(self) -> frozenset[str]:
@@ -164,6 +173,8 @@ def resolve(
     tool_retries: int | None = None,
     tool_timeout: float | None = None,
     tool_choice: ToolChoice | None = None,
+    requires_approval: Callable[[ToolExecutionRequest], bool] | None = None,
+    approvals: RecordStore | None = None,
 ) -> ServiceContext:
     """`ai_service`'s arguments checked and resolved (see its docstring for each)."""
     if titles is not None and not isinstance(titles, ConversationTitles):
@@ -214,6 +225,7 @@ def resolve(
             "`answer_when_nothing_retrieved` needs retrieval: pass content_retriever=... or "
             "retrieval_augmentor=..."
         )
+    tools_ = tuple(_with_working_memory(collect_tools(tools), working_memory))
     memories = Memories(
         memory=chat_memory, provider=chat_memory_provider, limit=max_cached_memories
     )
@@ -226,7 +238,7 @@ def resolve(
         output_retries=output_retries,
         keep_user_message_on_error=bool(keep_user_message_on_error),
         clock=clock,
-        tools=tuple(_with_working_memory(collect_tools(tools), working_memory)),
+        tools=tools_,
         tool_providers=_providers(tool_providers),
         tool_options=ToolOptions(
             max_round_trips=max_tool_calling_round_trips,
@@ -244,6 +256,8 @@ def resolve(
         working_memory=working_memory,
         titles=titles,
         semantic_recall=semantic_recall,
+        approvals=_approvals(tools_, requires_approval, approvals),
+        requires_approval=requires_approval,
         input_guardrails=guards[0],
         output_guardrails=guards[1],
         guardrail_retries=guardrail_retries,
@@ -251,6 +265,30 @@ def resolve(
     )
     _check(context, chat_model, moderation_model)
     return context
+
+
+def _approvals(
+    tools: tuple[Tool, ...],
+    requires_approval: Callable[[ToolExecutionRequest], bool] | None,
+    approvals: RecordStore | None,
+) -> RecordStore | None:
+    """Where stopped calls are kept: the store given, else one in this process's memory when a
+    tool (or the service) asks for approval."""
+    if requires_approval is not None and not callable(requires_approval):
+        raise ConfigurationError(
+            f"`requires_approval` is a function of a tool call (True: it waits for "
+            f"approval), got {requires_approval!r}"
+        )
+    if approvals is not None:
+        if not isinstance(approvals, RecordStore):
+            raise ConfigurationError(
+                f"`approvals` is a RecordStore (chatmemory.working), got {approvals!r}"
+            )
+        return approvals
+    asked = requires_approval is not None or any(
+        getattr(t, "requires_approval", False) is True for t in tools
+    )
+    return InMemoryRecordStore() if asked else None
 
 
 def _guardrails(

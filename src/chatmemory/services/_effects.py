@@ -37,6 +37,7 @@ __all__ = [
     "Recall",
     "RunTool",
     "StartTool",
+    "Suspend",
     "TurnEffect",
     "TurnFlow",
     "Verdict",
@@ -170,6 +171,14 @@ class Commit(Effect[None]):
 
 
 @dataclass(frozen=True, slots=True)
+class Suspend(Effect[None]):
+    """Keep a call stopped for approval (`text` under `key` in the approvals store)."""
+
+    key: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class Index(Effect[None]):
     """Index what the memory stored since the last index, for semantic recall."""
 
@@ -190,6 +199,7 @@ TurnEffect: TypeAlias = (
     | Moderate
     | Verdict
     | Commit
+    | Suspend
     | Index
 )
 

@@ -35,6 +35,7 @@ from ..models import (
 from ..rag import AugmentationResult, RetrievalAugmentor
 from ..rag._augmentor import AsyncRetrievalAugmentor
 from ..tools import AsyncToolProvider, Tool, ToolOutput, ToolProvider
+from ..working import RecordStore
 from ._effects import (
     Ask,
     Augment,
@@ -49,6 +50,7 @@ from ._effects import (
     Recall,
     RunTool,
     StartTool,
+    Suspend,
     Verdict,
     Window,
 )
@@ -156,6 +158,7 @@ class SyncPort:
     augmentor: RetrievalAugmentor | None = None
     recalling: RecallStep | None = None
     working: WorkingStep | None = None
+    approvals: RecordStore | None = None
     _moderation: concurrent.futures.Future[Moderation] | None = None
     _opened: list[Iterator[ServiceEvent]] = field(default_factory=list)
     _started: list[concurrent.futures.Future[Attempt]] = field(default_factory=list)
@@ -222,6 +225,10 @@ class SyncPort:
         assert self.recalling is not None
         self.recalling.index()
 
+    def suspend(self, effect: Suspend) -> None:
+        assert self.approvals is not None
+        self.approvals.save(effect.key, effect.text, expected=0)
+
     def close(self) -> None:
         for stream in self._opened:
             close = getattr(stream, "close", None)
@@ -244,6 +251,7 @@ class AsyncPort:
     augmentor: RetrievalAugmentor | None = None
     recalling: RecallStep | None = None
     working: WorkingStep | None = None
+    approvals: RecordStore | None = None
     _moderation: asyncio.Future[Moderation] | None = None
     _opened: list[AsyncIterator[ServiceEvent]] = field(default_factory=list)
     _started: list[asyncio.Task[Attempt]] = field(default_factory=list)
@@ -342,6 +350,10 @@ class AsyncPort:
             await asyncio.shield(indexing)
         except asyncio.CancelledError:
             indexing.add_done_callback(_logged)
+
+    async def suspend(self, effect: Suspend) -> None:
+        assert self.approvals is not None
+        await in_thread(self.approvals.save, effect.key, effect.text, expected=0)
 
     async def aclose(self) -> None:
         for stream in self._opened:

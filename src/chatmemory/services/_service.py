@@ -26,13 +26,22 @@ from .._messages import (
     UserMessage,
 )
 from .._prompts import Clock, PromptTemplate
+from .._threads import in_thread
 from ..models import Capability, ChatParameters, ChatResponse, PartialText
 from ..models._values import ToolChoice
 from ..rag import ContentRetriever, RetrievalAugmentor
 from ..recall import SemanticRecall
 from ..titles import ConversationTitles
 from ..tools import AsyncToolProvider, ToolContext, ToolProvider
-from ..working import WorkingMemory
+from ..working import RecordStore, WorkingMemory
+from ._approval import (
+    ApprovalAccess,
+    Decisions,
+    PendingApproval,
+    Resumed,
+    Suspension,
+    key_of,
+)
 from ._context import (
     DEFAULT_MEMORY_ID,
     ChatMemoryAccess,
@@ -69,7 +78,7 @@ S = TypeVar("S")
 
 log = logging.getLogger("chatmemory.services")
 
-_RESERVED = frozenset({"get_chat_memory", "evict_chat_memory"})
+_RESERVED = frozenset({"get_chat_memory", "evict_chat_memory", "resume", "aresume"})
 
 
 def ai_service(
@@ -108,6 +117,8 @@ def ai_service(
     tool_choice: ToolChoice | None = None,
     tool_retries: int | None = None,
     tool_timeout: float | None = None,
+    requires_approval: Callable[[ToolExecutionRequest], bool] | None = None,
+    approvals: RecordStore | None = None,
 ) -> S:
     """An object implementing the methods `cls` declares by calling the model.
 
@@ -140,6 +151,14 @@ def ai_service(
       fit) before the call fails with `ModelBehaviourError`; `tool_timeout`: the seconds a tool
       call may take before the model is told it did not finish. A tool's own
       `@tool(retries=..., timeout=...)` wins; both are unlimited by default.
+    * Tool approval: a call whose model calls a tool marked `@tool(requires_approval=True)` (or
+      one `requires_approval(request)` says True of) stops before any tool of that round runs,
+      raising `ApprovalRequired` (nothing stored). Its `pending.requests` wait for a decision;
+      ``service.resume(pending, {call_id: True | False | "why not"})`` (``await
+      service.aresume(...)`` for an async method) runs the round (a denied call's result tells
+      the model so) and the call goes on, returning what the method returns. The stopped call
+      is kept in `approvals` (a `RecordStore`; by default in this process's memory), so
+      another process with the same store can resume it; each is resumed once.
       `tool_choice`: ``"auto"`` (the default), ``"required"``, ``"none"`` or a tool's name, for
       every method without `@tool_choice(...)`; ``"required"`` and a name hold for a turn's
       first model call only.
@@ -217,6 +236,8 @@ def ai_service(
         tool_choice=tool_choice,
         tool_retries=tool_retries,
         tool_timeout=tool_timeout,
+        requires_approval=requires_approval,
+        approvals=approvals,
     )
     return cast(S, _Service(context).build())
 
@@ -258,6 +279,19 @@ class _Service:
         evict_chat_memory.__doc__ = ChatMemoryAccess.evict_chat_memory.__doc__
         namespace["get_chat_memory"] = get_chat_memory
         namespace["evict_chat_memory"] = evict_chat_memory
+
+        def resume(_self: object, pending: PendingApproval | str, decisions: Decisions) -> Any:
+            return service.resume(pending, decisions)
+
+        async def aresume(
+            _self: object, pending: PendingApproval | str, decisions: Decisions
+        ) -> Any:
+            return await service.aresume(pending, decisions)
+
+        resume.__doc__ = ApprovalAccess.resume.__doc__
+        aresume.__doc__ = ApprovalAccess.aresume.__doc__
+        namespace["resume"] = resume
+        namespace["aresume"] = aresume
         namespace["__repr__"] = lambda _self: f"<{cls.__name__} AI service>"
         namespace["__module__"] = cls.__module__
         namespace["__doc__"] = cls.__doc__
@@ -292,6 +326,51 @@ class _Service:
             memory = self.memories.get(memory_id)
         assert memory is not None
         return memory
+
+    # -- resuming a call stopped for approval ----------------------------------------------
+
+    def resume(self, pending: PendingApproval | str, decisions: Decisions) -> object:
+        plan, call, resumed = self._taken(pending, decisions, asynchronous=False)
+        return self._call(plan, call, resumed)
+
+    async def aresume(self, pending: PendingApproval | str, decisions: Decisions) -> object:
+        plan, call, resumed = await in_thread(self._taken, pending, decisions, asynchronous=True)
+        return await self._acall(plan, call, resumed)
+
+    def _taken(
+        self, pending: PendingApproval | str, decisions: Decisions, *, asynchronous: bool
+    ) -> tuple[MethodPlan, _Call, Resumed]:
+        """The stopped call, its decisions checked, taken from the approvals store (so no other
+        resume runs it)."""
+        pending_id = pending.id if isinstance(pending, PendingApproval) else pending
+        store = self.context.approvals
+        record = store.load(key_of(pending_id)) if store is not None else None
+        if store is None or record is None:
+            raise ConfigurationError(
+                f"no call {pending_id!r} waits for approval here: it was resumed already, or "
+                f"stopped in a service with another approvals store"
+            )
+        suspension = Suspension.loads(pending_id, record.text)
+        plan = self.context.declaration.methods.get(suspension.method)
+        if plan is None:
+            raise ConfigurationError(
+                f"the call {pending_id!r} stopped in a method {suspension.method!r} this "
+                f"service does not declare"
+            )
+        if plan.is_async != asynchronous:
+            verb = "await service.aresume(...)" if plan.is_async else "service.resume(...)"
+            raise ConfigurationError(f"{plan.where} stopped for approval: resume it with {verb}")
+        resumed = suspension.resumed(decisions)
+        if not store.delete(suspension.key):
+            raise ConfigurationError(f"the call {pending_id!r} was resumed already")
+        call = _Call(
+            suspension.memory_id,
+            suspension.system,
+            suspension.stored,
+            self.context.parameters,
+            suspension.user_id,
+        )
+        return plan, call, resumed
 
     # -- reading a call --------------------------------------------------------------------
 
@@ -370,7 +449,13 @@ class _Service:
     # -- running a turn --------------------------------------------------------------------
 
     def _input(
-        self, plan: MethodPlan, call: _Call, memory: AnyMemory | None, *, forward: bool
+        self,
+        plan: MethodPlan,
+        call: _Call,
+        memory: AnyMemory | None,
+        *,
+        forward: bool,
+        resumed: Resumed | None = None,
     ) -> TurnInput:
         """The turn of a call: everything it decides by, in one value."""
         context = self.context
@@ -405,6 +490,10 @@ class _Service:
             input_guardrails=context.input_guardrails,
             output_guardrails=context.output_guardrails,
             guardrail_retries=context.guardrail_retries,
+            method=plan.name,
+            user_id=call.user_id,
+            needs_approval=context.needs_approval,
+            resumed=resumed,
             tool_choice=plan.tool_choice or context.tool_choice,
         )
 
@@ -439,6 +528,7 @@ class _Service:
             self.context.augmentor,
             self._recalling(call, memory),
             self._working(call),
+            self.context.approvals,
         )
 
     def _async_port(self, call: _Call, memory: AnyMemory | None) -> AsyncPort:
@@ -451,51 +541,60 @@ class _Service:
             self.context.augmentor,
             self._recalling(call, memory),
             self._working(call),
+            self.context.approvals,
         )
 
-    def _call(self, plan: MethodPlan, call: _Call) -> object:
+    def _call(self, plan: MethodPlan, call: _Call, resumed: Resumed | None = None) -> object:
         if plan.asynchronous:  # a plain def returning an async stream
             if plan.returns is Returns.TOKEN_STREAM:
-                return AsyncTokenStream(lambda: self._aevents(plan, call))
-            return _atexts(self._aevents(plan, call))
+                return AsyncTokenStream(lambda: self._aevents(plan, call, resumed))
+            return _atexts(self._aevents(plan, call, resumed))
         if plan.returns is Returns.TOKEN_STREAM:
-            return TokenStream(lambda: self._events(plan, call))
+            return TokenStream(lambda: self._events(plan, call, resumed))
         if plan.returns is Returns.TEXT_STREAM:
-            return _texts(self._events(plan, call))
+            return _texts(self._events(plan, call, resumed))
         with self.memories.hold(call.memory_id):
             memory = self.memories.get(call.memory_id)
             port = self._sync_port(plan, call, memory)
-            outcome = run(turn(self._input(plan, call, memory, forward=False)), port)
+            outcome = run(
+                turn(self._input(plan, call, memory, forward=False, resumed=resumed)), port
+            )
         self._title(call, outcome)
         return _shape(plan, outcome)
 
-    def _events(self, plan: MethodPlan, call: _Call) -> Generator[ServiceEvent, None, Result[str]]:
+    def _events(
+        self, plan: MethodPlan, call: _Call, resumed: Resumed | None = None
+    ) -> Generator[ServiceEvent, None, Result[str]]:
         """A streaming call's events. The turn's lock is let go, and the turn stored, before
         the last text and the final response are handed on (`Outcome.tail`)."""
         with self.memories.hold(call.memory_id):
             memory = self.memories.get(call.memory_id)
             port = self._sync_port(plan, call, memory)
-            outcome = yield from stream(turn(self._input(plan, call, memory, forward=True)), port)
+            outcome = yield from stream(
+                turn(self._input(plan, call, memory, forward=True, resumed=resumed)), port
+            )
         self._title(call, outcome)
         yield from outcome.tail
         return _text_result(outcome)
 
-    async def _acall(self, plan: MethodPlan, call: _Call) -> object:
+    async def _acall(self, plan: MethodPlan, call: _Call, resumed: Resumed | None = None) -> object:
         async with self.memories.ahold(call.memory_id):
             memory = self.memories.get(call.memory_id)
             port = self._async_port(call, memory)
-            outcome = await arun(turn(self._input(plan, call, memory, forward=False)), port)
+            outcome = await arun(
+                turn(self._input(plan, call, memory, forward=False, resumed=resumed)), port
+            )
         await self._atitle(call, outcome)
         return _shape(plan, outcome)
 
     async def _aevents(
-        self, plan: MethodPlan, call: _Call
+        self, plan: MethodPlan, call: _Call, resumed: Resumed | None = None
     ) -> AsyncIterator[ServiceEvent | Finished[Result[str]]]:
         """`_events` for asyncio; the last item is the call's `Result`."""
         async with self.memories.ahold(call.memory_id):
             memory = self.memories.get(call.memory_id)
             port = self._async_port(call, memory)
-            given = self._input(plan, call, memory, forward=True)
+            given = self._input(plan, call, memory, forward=True, resumed=resumed)
             outcome: Outcome | None = None
             async for item in astream(turn(given), port):
                 if isinstance(item, Finished):

@@ -53,8 +53,16 @@ from ..models import (
 from ..models._events import CompleteToolCall, PartialText
 from ..models._values import ToolChoice
 from ..rag import AugmentationRequest, Content, QueryMetadata
-from ..tools import Tool, ToolArgumentsError, ToolContext, ToolProvider, parse_arguments
+from ..tools import (
+    Tool,
+    ToolArgumentsError,
+    ToolContext,
+    ToolOutput,
+    ToolProvider,
+    parse_arguments,
+)
 from ..tools._contracts import AsyncToolProvider
+from ._approval import ApprovalRequired, Decisions, Resumed, Suspension, denial
 from ._effects import (
     Ask,
     Augment,
@@ -70,6 +78,7 @@ from ._effects import (
     Recall,
     RunTool,
     StartTool,
+    Suspend,
     TurnFlow,
     Verdict,
     Window,
@@ -82,6 +91,7 @@ from ._tooling import (
     Toolbox,
     ToolOptions,
     ToolRound,
+    now,
     result_message,
     sent_back,
     turn_tool_choice,
@@ -161,6 +171,13 @@ class TurnInput:
     output_guardrails: tuple[OutputGuardrail, ...] = ()
     guardrail_retries: int = 2
     """How many times output guardrails may ask the model again (`ModelRetry`)."""
+    method: str = ""
+    """The method's name (a call stopped for approval names it, to be resumed)."""
+    user_id: str | None = None
+    needs_approval: Callable[[ToolExecutionRequest, Tool | None], bool] | None = None
+    """Whether a tool call waits for someone's approval (the call stops before it runs)."""
+    resumed: Resumed | None = None
+    """A call stopped for approval, continued with the decisions."""
     tool_choice: ToolChoice | None = None
 
 
@@ -198,17 +215,22 @@ def turn(given: TurnInput) -> TurnFlow[Outcome]:
     tools until the model answers, the answer read as declared and checked by the output
     guardrails, then one commit of the whole turn, and the recall index after it."""
     state = _Turn(given)
-    _guard_input(state)
-    if given.moderated:
-        yield from perform(
-            Moderate(moderated_texts([m for m in (given.system, state.to_model) if m]))
-        )
+    resumed = given.resumed
+    if resumed is None:
+        _guard_input(state)
+    if given.moderated and resumed is None:
+        opening = [m for m in (given.system, state.to_model) if m is not None]
+        yield from perform(Moderate(moderated_texts(opening)))
     try:
-        answered = yield from _augment(state)
-        immediate = False if answered else (yield from _converse(state))
+        if resumed is not None:
+            answered, immediate = False, (yield from _resume(state, resumed))
+        else:
+            answered, immediate = (yield from _augment(state)), False
+        if not answered and not immediate:
+            immediate = yield from _converse(state)
         content = None if immediate else (yield from _answer(state))
-    except (ModerationError, GuardrailError):
-        raise  # a refusal stores nothing, whatever keep_user_message_on_error says
+    except (ModerationError, GuardrailError, ApprovalRequired):
+        raise  # a refusal (or a stop) stores nothing, whatever keep_user_message_on_error says
     except Exception:
         if given.keep_user_message_on_error and given.memory:
             yield from perform(Commit(state.opening))
@@ -265,6 +287,7 @@ class _Turn:
         """The user message as stored and as sent to the model (augmented, with the format
         instructions)."""
         self.stored = stored
+        self.sent = sent
         self.opening: list[ChatMessage] = [m for m in (self.given.system, stored) if m is not None]
         self.pending = list(self.opening)
         """The turn's messages as they will be stored."""
@@ -404,14 +427,68 @@ def _converse(state: _Turn) -> TurnFlow[bool]:
                 f"{given.tool_options.max_round_trips} times in one call "
                 f"(max_tool_calling_round_trips); nothing was stored"
             )
+        waiting = [r for r in calls if _waits(state, r)]
+        if waiting:
+            yield from _suspend(state, response.ai_message, waiting)
         yield from _flush(state)
         done = yield from _run_tools(state, calls)
-        state.executions.extend(done.executions)
-        state.pending += [response.ai_message, *(result_message(e) for e in done.executions)]
-        for execution in done.executions:
-            yield from _emit(state, ToolExecuted(execution))
-        if done.immediate:
+        if (yield from _ran(state, response.ai_message, done)):
             return True
+
+
+def _ran(state: _Turn, message: AiMessage, done: ToolRound) -> TurnFlow[bool]:
+    """A round of tool calls ran: the turn keeps the calls and their results, a streaming
+    caller hears of each; True when the round ends the call (immediate return)."""
+    state.executions.extend(done.executions)
+    state.pending += [message, *(result_message(e) for e in done.executions)]
+    for execution in done.executions:
+        yield from _emit(state, ToolExecuted(execution))
+    return done.immediate
+
+
+# -- approval ------------------------------------------------------------------------------
+
+
+def _waits(state: _Turn, request: ToolExecutionRequest) -> bool:
+    """Whether a tool call waits for approval before it runs."""
+    needs = state.given.needs_approval
+    if needs is None or state.toolbox is None:
+        return False
+    return needs(request, state.toolbox.by_name.get(request.name))
+
+
+def _suspend(
+    state: _Turn, message: AiMessage, waiting: Sequence[ToolExecutionRequest]
+) -> TurnFlow[None]:
+    """Stop the call before its tools run: the turn so far is kept in the approvals store (not
+    in the memory), and the caller is told what waits for a decision."""
+    given = state.given
+    suspension = Suspension(
+        uuid.uuid4().hex,
+        given.method,
+        given.memory_id,
+        given.user_id,
+        given.system,
+        state.stored,
+        state.sent,
+        (*state.pending, message),
+        tuple(r.id for r in waiting if r.id is not None),
+    )
+    yield from _flush(state)
+    yield from perform(Suspend(suspension.key, suspension.dumps()))
+    raise ApprovalRequired(suspension.approval())
+
+
+def _resume(state: _Turn, resumed: Resumed) -> TurnFlow[bool]:
+    """Continue a call stopped for approval: its round of tool calls runs (a denied call's
+    result tells the model it was not approved), then the call goes on as any other."""
+    state.use(state.given.user, resumed.sent)
+    state.pending = list(resumed.messages[:-1])
+    message = resumed.messages[-1]
+    assert isinstance(message, AiMessage)
+    state.specs = yield from _specifications(state)
+    done = yield from _run_tools(state, resumed.calls, resumed.decisions)
+    return (yield from _ran(state, message, done))
 
 
 def _specifications(state: _Turn) -> TurnFlow[tuple[ToolSpecification, ...]]:
@@ -458,19 +535,30 @@ def _start_early(state: _Turn, request: ToolExecutionRequest) -> TurnFlow[None]:
     stream when the service runs tools concurrently, else right away."""
     if request.id is None or state.toolbox is None or request.id in state.early:
         return
+    if _waits(state, request):
+        return  # it runs once approved, if it is
     concurrent = state.given.tool_options.concurrent
     state.early[request.id] = yield from _tool(state, request, beside=concurrent)
 
 
-def _run_tools(state: _Turn, calls: Sequence[ToolExecutionRequest]) -> TurnFlow[ToolRound]:
+def _run_tools(
+    state: _Turn, calls: Sequence[ToolExecutionRequest], decisions: Decisions | None = None
+) -> TurnFlow[ToolRound]:
     """Run the model's tool calls and settle them, results in the calls' order. Calls started
     early are awaited; of the others, with `concurrent` and more than one, all start beside
-    each other first, else each runs in turn."""
+    each other first, else each runs in turn. A call denied approval does not run."""
     toolbox = state.toolbox
     assert toolbox is not None, "a model calls tools only when it was offered some"
     started: list[object] = [
         state.early.pop(r.id, None) if r.id is not None else None for r in calls
     ]
+    for index, request in enumerate(calls):
+        told = denial(decisions.get(request.id or "", True)) if decisions is not None else None
+        if told is not None:
+            at = now()
+            output = ToolOutput(told, None, is_error=True)
+            tool = toolbox.by_name.get(request.name)
+            started[index] = Attempt(request, tool, output, None, at, at)
     waiting = [i for i, s in enumerate(started) if s is None]
     if state.given.tool_options.concurrent and len(waiting) > 1:
         for i in waiting:

@@ -116,6 +116,7 @@ class ToolDeclaration:
     strict: bool | None
     extra_arguments: ExtraArguments = "forbid"
     limits: ToolLimits = dataclasses.field(default_factory=ToolLimits)
+    requires_approval: bool = False
     compiled: dict[bool, _Compiled] = dataclasses.field(default_factory=dict, compare=False)
 
 
@@ -134,6 +135,7 @@ def tool(
     extra_arguments: ExtraArguments = "forbid",
     retries: int | None = None,
     timeout: float | None = None,
+    requires_approval: bool = False,
 ) -> Callable[[F], F]: ...
 
 
@@ -147,13 +149,16 @@ def tool(
     extra_arguments: ExtraArguments = "forbid",
     retries: int | None = None,
     timeout: float | None = None,
+    requires_approval: bool = False,
 ) -> Any:
     """Mark a function or method as a tool: ``@tool``, ``@tool("What it does")``,
     ``@tool(name="get_weather", return_behavior="immediate", strict=True)``. The function is
     returned unchanged (still callable as before). ``extra_arguments="ignore"`` drops arguments
     the function does not take instead of refusing them. `retries` and `timeout` are the tool's
     own `ToolLimits`: how often one service call may send the model back to it (it raised
-    `ModelRetry`, or its arguments did not fit), and how many seconds a call of it may take."""
+    `ModelRetry`, or its arguments did not fit), and how many seconds a call of it may take.
+    ``requires_approval=True`` stops a service call before the tool runs, until someone
+    approves or denies it (`ApprovalRequired`, `service.resume`)."""
     if callable(function_or_description) or isinstance(function_or_description, classmethod):
         return _mark(function_or_description, ToolDeclaration(None, None, "to_model", None))
     if function_or_description is not None and not isinstance(function_or_description, str):
@@ -163,7 +168,11 @@ def tool(
     declaration = _declaration(
         name, function_or_description, return_behavior, strict, extra_arguments
     )
-    declaration = dataclasses.replace(declaration, limits=ToolLimits(retries, timeout))
+    declaration = dataclasses.replace(
+        declaration,
+        limits=ToolLimits(retries, timeout),
+        requires_approval=bool(requires_approval),
+    )
     return lambda function: _mark(function, declaration)
 
 
@@ -213,6 +222,7 @@ def tool_from(
     extra_arguments: ExtraArguments | None = None,
     retries: int | None = None,
     timeout: float | None = None,
+    requires_approval: bool | None = None,
 ) -> FunctionTool:
     """A tool from a function not decorated with `@tool` (a library's, a lambda-free helper).
 
@@ -232,7 +242,10 @@ def tool_from(
         retries if retries is not None else marked.limits.retries,
         timeout if timeout is not None else marked.limits.timeout,
     )
-    return FunctionTool(function, dataclasses.replace(declared, limits=limits))
+    approval = marked.requires_approval if requires_approval is None else requires_approval
+    return FunctionTool(
+        function, dataclasses.replace(declared, limits=limits, requires_approval=bool(approval))
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -464,6 +477,7 @@ class FunctionTool:
         self._compiled = compiled
         self._behavior: ReturnBehavior = declared.return_behavior
         self.limits = declared.limits
+        self.requires_approval = declared.requires_approval
 
     def __repr__(self) -> str:
         return f"FunctionTool({self._compiled.specification.name!r})"
