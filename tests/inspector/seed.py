@@ -32,7 +32,9 @@ def seed(path: Path) -> None:
     """Write the conversations of the inspector's tests into `path`."""
     with SqliteChatMemoryStore(path) as store:
         memory = MessageWindowChatMemory(max_messages=6, id=TRIP, store=store)
-        memory.add(SystemMessage("You are a travel assistant. <recalled>\nuser: Lisbon\n</recalled>"))
+        memory.add(
+            SystemMessage("You are a travel assistant. <recalled>\nuser: Lisbon\n</recalled>")
+        )
         memory.add(UserMessage(LOCKER))
         memory.add(AiMessage("Noted: 4711."))
         memory.add(summary_message("Ann plans a trip to Lisbon in May."))

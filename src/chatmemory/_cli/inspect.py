@@ -16,9 +16,7 @@ from .stores import StoreSpec, store_options
 
 __all__ = ["inspect", "sqlite_lookups"]
 
-_TITLES = (
-    "SELECT substr(key, 7), text FROM chatmemory_working_memory WHERE key LIKE 'title:%'"
-)
+_TITLES = "SELECT substr(key, 7), text FROM chatmemory_working_memory WHERE key LIKE 'title:%'"
 """`ConversationTitles` keeps a title as the record ``title:<memory id>``..."""
 _USERS = (
     "SELECT json_extract(metadata, '$.memory_id'), json_extract(metadata, '$.user_id') "
@@ -55,9 +53,12 @@ def inspect(port: int, model: str, encoding: str | None, **options: Any) -> None
     except ImportError as error:
         raise click.ClickException(missing_extra(error)) from None
     sqlite = spec.redis_url is None and spec.postgres_dsn is None
-    with spec.open("read") as store, sqlite_lookups(spec.sqlite_path if sqlite else None) as (
-        titles,
-        users,
+    with (
+        spec.open("read") as store,
+        sqlite_lookups(spec.sqlite_path if sqlite else None) as (
+            titles,
+            users,
+        ),
     ):
         app = create_app(
             store, estimator=estimator, titles=titles, users=users, source=spec.describe()

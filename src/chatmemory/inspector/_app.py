@@ -76,8 +76,8 @@ def create_app(
 
     `estimator` counts each message's tokens (OpenAI's gpt-4o-mini counts by default);
     `titles` and `users` return each conversation's title and user by memory id, when the
-    application keeps them (called once per page); `source` says on each page where the data is. The store is only
-    read.
+    application keeps them (called once per page); `source` says on each page where the data
+    is. The store is only read.
     """
     counter = estimator if estimator is not None else OpenAiTokenCountEstimator("gpt-4o-mini")
     templates = _templates()

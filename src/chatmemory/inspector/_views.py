@@ -12,19 +12,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from .._cli.render import contents_text, role
 from .._contracts import HistoryEntry, HistoryStore, WindowStore
 from .._frozen import thaw
 from .._messages import (
     AiMessage,
     ChatMessage,
-    Content,
     CustomMessage,
     SystemMessage,
-    TextContent,
     ToolExecutionResultMessage,
     UserMessage,
 )
-from .._cli.render import role
 from .._policies.summary import is_summary
 from .._policies.tool_groups import atomic_units
 from .._tokens import TokenCountEstimator
@@ -127,21 +125,17 @@ class Hit:
     message: MessageView
 
 
-def _contents(contents: Sequence[Content]) -> str:
-    return "\n".join(c.text if isinstance(c, TextContent) else f"[{c.type}]" for c in contents)
-
-
 def text_of(message: ChatMessage) -> str:
     """The message's words as the page shows them (a tool call's are listed apart)."""
     if isinstance(message, SystemMessage):
         return message.text
     if isinstance(message, UserMessage):
-        text = _contents(message.contents)
+        text = contents_text(message.contents, "\n")
         return f"{message.name}: {text}" if message.name is not None else text
     if isinstance(message, AiMessage):
         return message.text or ""
     if isinstance(message, ToolExecutionResultMessage):
-        return f"{message.tool_name or '?'}: {_contents(message.contents)}"
+        return f"{message.tool_name or '?'}: " + contents_text(message.contents, "\n")
     assert isinstance(message, CustomMessage)
     return json.dumps(thaw(message.attributes), ensure_ascii=False, default=str)
 
@@ -239,9 +233,7 @@ def conversation(
     window_at = [i for i, e in enumerate(entries) if e.in_window]
     window_views = [views[i] for i in window_at]
     recalled = (
-        recall_runs(store, memory_id, recall_query, estimator, top_k=top_k)
-        if recall_query
-        else []
+        recall_runs(store, memory_id, recall_query, estimator, top_k=top_k) if recall_query else []
     )
     return Conversation(
         memory_id,
@@ -258,9 +250,7 @@ def conversation(
     )
 
 
-def preview_recall(
-    store: Any, memory_id: str, query: str, *, top_k: int
-) -> list[RecalledMessages]:
+def preview_recall(store: Any, memory_id: str, query: str, *, top_k: int) -> list[RecalledMessages]:
     """What semantic recall brings back for `query` from the history of `memory_id`, indexed
     into memory with the hashing model: nothing is written anywhere."""
     from ..rag import HashingEmbeddingModel, InMemoryEmbeddingStore
