@@ -69,7 +69,8 @@ class MessageView:
     seq: int
     role: str
     text: str
-    tokens: int
+    tokens: int | None
+    """None for a `CustomMessage`: application data, never sent to a model as it is."""
     created_at: datetime | None
     in_window: bool
     marks: tuple[str, ...] = ()
@@ -167,7 +168,7 @@ def view(
         seq,
         role(message),
         text,
-        estimator.count_message(message),
+        None if isinstance(message, CustomMessage) else estimator.count_message(message),
         created_at,
         in_window,
         _marks(message, text),
@@ -241,9 +242,9 @@ def conversation(
         (users or {}).get(memory_id),
         _units(window_views, [messages[i] for i in window_at]),
         _units(views, messages),
-        sum(v.tokens for v in window_views),
-        sum(v.tokens for v in views),
-        max((v.tokens for v in views), default=0),
+        sum(v.tokens or 0 for v in window_views),
+        sum(v.tokens or 0 for v in views),
+        max((v.tokens or 0 for v in views), default=0),
         max(rows - len(entries), 0),
         recall_query,
         recalled,
