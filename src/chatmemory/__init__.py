@@ -94,6 +94,7 @@ from .stores import (
     InMemoryChatMemoryStore,
     SqliteChatMemoryStore,
 )
+from .telemetry import instrument, uninstrument
 
 if TYPE_CHECKING:
     from .models.anthropic import AnthropicChatModel
@@ -181,6 +182,7 @@ __all__ = [
     "apply_processors",
     "from_anthropic",
     "from_openai",
+    "instrument",
     "message_from_json",
     "message_to_json",
     "messages_from_json",
@@ -189,6 +191,7 @@ __all__ = [
     "system_message",
     "to_anthropic",
     "to_openai",
+    "uninstrument",
     "user_message",
 ]
 
