@@ -26,12 +26,16 @@ from ._errors import (
     ChatMemoryError,
     ConcurrentUpdateError,
     ConfigurationError,
+    GuardrailError,
+    ModelBehaviourError,
     ModelError,
+    ModelRetry,
     ModerationError,
     OutputParsingError,
     SerializationError,
     StoreError,
     ToolLoopError,
+    ToolServerError,
 )
 from ._memory.summarizing import AsyncSummarizingChatMemory, SummarizingChatMemory
 from ._memory.window import (
@@ -83,6 +87,7 @@ from .services import (
     ai_service,
     moderate,
     system_message,
+    tool_choice,
     user_message,
 )
 from .stores import (
@@ -137,13 +142,16 @@ __all__ = [
     "Content",
     "CustomMessage",
     "DetailLevel",
+    "GuardrailError",
     "HistoryEntry",
     "ImageContent",
     "InMemoryChatMemoryStore",
     "MemoryId",
     "MemoryProcessor",
     "MessageWindowChatMemory",
+    "ModelBehaviourError",
     "ModelError",
+    "ModelRetry",
     "ModerationError",
     "OpenAiChatModel",
     "OpenAiTokenCountEstimator",
@@ -171,6 +179,7 @@ __all__ = [
     "ToolExecutionRequest",
     "ToolExecutionResultMessage",
     "ToolLoopError",
+    "ToolServerError",
     "ToolSpecification",
     "UserId",
     "UserMessage",
@@ -191,6 +200,7 @@ __all__ = [
     "system_message",
     "to_anthropic",
     "to_openai",
+    "tool_choice",
     "uninstrument",
     "user_message",
 ]
