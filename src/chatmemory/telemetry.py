@@ -26,7 +26,7 @@ import contextvars
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ._errors import ConfigurationError
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import Histogram, MeterProvider
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
-__all__ = ["Instrumentation", "instrument", "invoke_agent", "uninstrument"]
+__all__ = ["Instrumentation", "instrument", "invoke_agent", "span", "uninstrument"]
 
 SCOPE = "chatmemory"
 _MISSING = "chatmemory.instrument() needs OpenTelemetry's API: pip install 'chatmemory[otel]'"
@@ -262,32 +262,37 @@ def uninstrument() -> bool:
 
 
 @contextlib.contextmanager
+def span(name: str, attributes: Mapping[str, Any] | None = None) -> Iterator[Span | None]:
+    """A span named `name` with `attributes`, current while the block runs (its model calls'
+    ``chat`` spans are its children), when tracing is on; when it is off, nothing (yields None,
+    and costs a global read). For a service's own operations, by the conventions' names:
+    ``span("execute_tool weather", {"gen_ai.operation.name": "execute_tool",
+    "gen_ai.tool.name": "weather", "gen_ai.tool.call.id": call.id})``. An error raised in the
+    block is recorded on the span and marks it failed."""
+    instrumentation = _installed
+    if instrumentation is None:
+        yield None
+        return
+    with instrumentation.tracer.start_as_current_span(name, attributes=attributes) as opened:
+        yield opened
+
+
+@contextlib.contextmanager
 def invoke_agent(
     name: str | None = None, *, conversation_id: str | None = None, **attributes: Any
 ) -> Iterator[Span | None]:
-    """An ``invoke_agent {name}`` span around a service call, current while the block runs, so
-    the ``chat`` spans of its model calls are its children and carry ``gen_ai.conversation.id``.
-    Yields the span (None when tracing is off: then it costs a context-variable set). Extra
+    """An ``invoke_agent {name}`` span around a service call (see `span`), so the ``chat``
+    spans of its model calls are its children and carry ``gen_ai.conversation.id``. Extra
     keyword `attributes` are set on the span as given (``gen_ai.*`` names with dots go in a
-    dict: ``**{"gen_ai.agent.id": ...}``). An error raised in the block marks the span."""
+    dict: ``**{"gen_ai.agent.id": ...}``)."""
+    given: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent", **attributes}
+    if name:
+        given["gen_ai.agent.name"] = name
+    if conversation_id is not None:
+        given["gen_ai.conversation.id"] = conversation_id
     token = _conversation.set(conversation_id)
     try:
-        instrumentation = _installed
-        if instrumentation is None:
-            yield None
-            return
-        from opentelemetry.trace import SpanKind
-
-        given: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent", **attributes}
-        if name:
-            given["gen_ai.agent.name"] = name
-        if conversation_id is not None:
-            given["gen_ai.conversation.id"] = conversation_id
-        with instrumentation.tracer.start_as_current_span(
-            f"invoke_agent {name}" if name else "invoke_agent",
-            kind=SpanKind.INTERNAL,
-            attributes=given,
-        ) as span:
-            yield span
+        with span(f"invoke_agent {name}" if name else "invoke_agent", given) as opened:
+            yield opened
     finally:
         _conversation.reset(token)

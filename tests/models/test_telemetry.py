@@ -43,7 +43,7 @@ from chatmemory.models import (
     with_listeners,
 )
 from chatmemory.models import listeners as listening
-from chatmemory.telemetry import Instrumentation, invoke_agent
+from chatmemory.telemetry import Instrumentation, invoke_agent, span
 from chatmemory.testing import ScriptedChatModel
 
 REQUEST = ChatRequest(
@@ -365,3 +365,19 @@ def test_a_call_whose_request_was_not_seen_ends_nothing(otel: Otel) -> None:
     instrumentation.on_response(ChatModelResponseContext(ANSWER, REQUEST, object(), None))
     instrumentation.on_error(ChatModelErrorContext(ValueError("x"), REQUEST, object(), None))
     assert otel.spans() == []
+
+
+def test_a_services_own_span_is_current_and_off_costs_nothing(otel: Otel) -> None:
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "weather"}
+    with invoke_agent("A", conversation_id="c"), span("execute_tool weather", tool) as opened:
+        assert opened is not None
+        model().chat(REQUEST)
+    chat, tool_span, agent = otel.spans()
+    assert dict(tool_span.attributes or {}) == tool
+    assert chat.parent is not None
+    assert chat.parent.span_id == tool_span.context.span_id
+    assert tool_span.parent is not None
+    assert tool_span.parent.span_id == agent.context.span_id
+    chatmemory.uninstrument()
+    with span("execute_tool weather", tool) as off:
+        assert off is None
