@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import html
 import re
+import uuid
 from pathlib import Path
 from typing import Any, cast
 
@@ -23,7 +24,11 @@ from chatmemory.inspector import create_app
 from chatmemory.inspector._views import preview_recall
 from chatmemory.stores.in_memory import InMemoryChatMemoryStore
 from chatmemory.stores.sqlite import SqliteChatMemoryStore
+from tests.conftest import POSTGRES_DSN, REDIS_URL
 from tests.inspector.seed import ATTACK, LOCKER, TRIP
+from tests.stores import backends as _backends  # noqa: F401  (loads the backend modules first)
+from tests.stores.backend_postgres import isolated_schema
+from tests.stores.backend_redis import isolated_prefix
 
 GPT_4O_MINI = OpenAiTokenCountEstimator("gpt-4o-mini")
 
@@ -258,3 +263,31 @@ def test_inspect_without_its_extra_says_what_to_install(monkeypatch: pytest.Monk
     result = CliRunner().invoke(cli_app.cli, ["inspect"])
     assert result.exit_code == 1
     assert "pip install 'chatmemory[inspect]'" in result.output
+
+
+@pytest.mark.redis
+def test_inspect_reads_a_redis_store(served: list[tuple[Any, uvicorn.Config]]) -> None:
+    from chatmemory.stores import RedisChatMemoryStore
+
+    with isolated_prefix(uuid.uuid4().hex) as prefix:
+        with RedisChatMemoryStore(REDIS_URL, prefix=prefix) as store:
+            store.update_messages("ann:redis", [UserMessage(ATTACK)])
+        args = ["inspect", "--redis-url", REDIS_URL, "--prefix", prefix]
+        result = CliRunner().invoke(cli_app.cli, args)
+        assert result.exit_code == 0, result.output
+    page = served[-1][0]
+    assert 'href="/c/ann%3Aredis">ann:redis</a>' in page
+    assert f"Redis {REDIS_URL}" in page
+
+
+@pytest.mark.postgres
+def test_inspect_reads_a_postgres_store(served: list[tuple[Any, uvicorn.Config]]) -> None:
+    from chatmemory.stores import PostgresChatMemoryStore
+
+    with isolated_schema(uuid.uuid4().hex) as schema:
+        with PostgresChatMemoryStore(POSTGRES_DSN, schema=schema) as store:
+            store.update_messages("ann:pg", [UserMessage("hello")])
+        args = ["inspect", "--postgres-dsn", POSTGRES_DSN, "--schema", schema]
+        result = CliRunner().invoke(cli_app.cli, args)
+        assert result.exit_code == 0, result.output
+    assert 'href="/c/ann%3Apg">ann:pg</a>' in served[-1][0]
