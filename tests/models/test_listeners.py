@@ -236,3 +236,41 @@ def test_context_names_the_provider_and_the_model() -> None:
 
     assert listening.provider_of(Named()) == "ollama"
     assert listening.model_name(Named(), REQUEST) is None
+
+
+def test_a_service_over_a_listened_model_tells_each_way_of_calling() -> None:
+    from typing import Protocol
+
+    from chatmemory import MessageWindowChatMemory, ai_service
+
+    class Assistant(Protocol):
+        def chat(self, text: str) -> str: ...
+
+        def stream(self, text: str) -> Iterator[str]: ...
+
+        async def achat(self, text: str) -> str: ...
+
+        def astream(self, text: str) -> AsyncIterator[str]: ...
+
+    recorder = Recorder()
+    model = with_listeners(ScriptedChatModel(lambda r: "Hi there"), recorder)
+    service = ai_service(
+        Assistant,
+        chat_model=model,
+        streaming_chat_model=model,
+        chat_memory=MessageWindowChatMemory(max_messages=10),
+    )
+    assert service.chat("hello") == "Hi there"
+    assert "".join(service.stream("hello")) == "Hi there"
+    assert asyncio.run(service.achat("hello")) == "Hi there"
+
+    async def streamed() -> str:
+        return "".join([piece async for piece in service.astream("hello")])
+
+    assert asyncio.run(streamed()) == "Hi there"
+    assert [kind for kind, _ in recorder.seen] == ["request", "response"] * 4
+    assert all(
+        request.messages[-1] == UserMessage("hello")
+        for kind, request in recorder.seen
+        if kind == "request"
+    )
