@@ -261,6 +261,11 @@ def uninstrument() -> bool:
     return was is not None and remove_chat_model_listener(was)
 
 
+def tracing() -> bool:
+    """Whether `instrument()` is on (a global read: callers skip building spans when off)."""
+    return _installed is not None
+
+
 @contextlib.contextmanager
 def span(name: str, attributes: Mapping[str, Any] | None = None) -> Iterator[Span | None]:
     """A span named `name` with `attributes`, current while the block runs (its model calls'

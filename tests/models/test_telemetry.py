@@ -381,3 +381,49 @@ def test_a_services_own_span_is_current_and_off_costs_nothing(otel: Otel) -> Non
     chatmemory.uninstrument()
     with span("execute_tool weather", tool) as off:
         assert off is None
+
+
+def test_a_service_call_is_one_invoke_agent_span_over_its_steps(otel: Otel) -> None:
+    from typing import Annotated, Protocol
+
+    from chatmemory import AiMessage, MessageWindowChatMemory, ToolExecutionRequest
+    from chatmemory.services import MemoryId, ai_service
+    from chatmemory.tools import tool
+
+    class Agent(Protocol):
+        def chat(self, user: Annotated[str, MemoryId], text: str) -> str: ...
+
+        async def achat(self, user: Annotated[str, MemoryId], text: str) -> str: ...
+
+    @tool
+    def clock() -> str:
+        """The time."""
+        return "noon"
+
+    call = AiMessage(tool_execution_requests=[ToolExecutionRequest("t1", "clock", "{}")])
+    service = ai_service(
+        Agent,
+        chat_model=ScriptedChatModel([call, "It is noon.", call, "Still noon."]),
+        chat_memory_provider=lambda mid: MessageWindowChatMemory(id=mid, max_messages=20),
+        tools=[clock],
+    )
+    assert service.chat("conv-1", "time?") == "It is noon."
+    assert asyncio.run(service.achat("conv-2", "time?")) == "Still noon."
+    spans = otel.spans()
+    agents = [s for s in spans if s.name == "invoke_agent Agent"]
+    assert len(agents) == 2
+    for agent, conversation in zip(agents, ("conv-1", "conv-2"), strict=True):
+        assert (agent.attributes or {})["gen_ai.conversation.id"] == conversation
+        children = [
+            s.name
+            for s in spans
+            if s.parent is not None and s.parent.span_id == agent.context.span_id
+        ]
+        assert children == [
+            "chat scripted",
+            "execute_tool clock",
+            "chat scripted",
+            "chatmemory commit",
+        ]
+        tool_span = next(s for s in spans if s.name == "execute_tool clock")
+        assert (tool_span.attributes or {})["gen_ai.tool.call.id"] == "t1"

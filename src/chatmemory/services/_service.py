@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Callable, Generator, Iterable, Mappin
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, cast
 
+from .. import telemetry
 from .._errors import ConfigurationError
 from .._messages import (
     SystemMessage,
@@ -608,12 +609,11 @@ class _Service:
             return TokenStream(lambda: self._events(plan, call, resumed))
         if plan.returns is Returns.TEXT_STREAM:
             return _texts(self._events(plan, call, resumed))
-        with self.memories.hold(call.memory_id):
+        with self._agent(plan, call), self.memories.hold(call.memory_id):
             memory = self.memories.get(call.memory_id)
             port = self._sync_port(plan, call, memory)
-            outcome = run(
-                turn(self._input(plan, call, memory, forward=False, resumed=resumed)), port
-            )
+            given = self._input(plan, call, memory, forward=False, resumed=resumed)
+            outcome = run(turn(given), port)
         self._title(call, outcome)
         return _shape(plan, outcome)
 
@@ -633,12 +633,12 @@ class _Service:
         return _text_result(outcome)
 
     async def _acall(self, plan: MethodPlan, call: _Call, resumed: Resumed | None = None) -> object:
-        async with self.memories.ahold(call.memory_id):
-            memory = self.memories.get(call.memory_id)
-            port = self._async_port(call, memory)
-            outcome = await arun(
-                turn(self._input(plan, call, memory, forward=False, resumed=resumed)), port
-            )
+        with self._agent(plan, call):
+            async with self.memories.ahold(call.memory_id):
+                memory = self.memories.get(call.memory_id)
+                port = self._async_port(call, memory)
+                given = self._input(plan, call, memory, forward=False, resumed=resumed)
+                outcome = await arun(turn(given), port)
         await self._atitle(call, outcome)
         return _shape(plan, outcome)
 
@@ -661,6 +661,17 @@ class _Service:
         for event in outcome.tail:
             yield event
         yield Finished(_text_result(outcome))
+
+    def _agent(self, plan: MethodPlan, call: _Call) -> contextlib.AbstractContextManager[object]:
+        """An ``invoke_agent`` span around a call when tracing is on (`chatmemory.instrument`):
+        its model calls, tools, retrieval, recall and commit are its children."""
+        if not telemetry.tracing():
+            return contextlib.nullcontext()
+        return telemetry.invoke_agent(
+            self.context.declaration.cls.__name__,
+            conversation_id=call.memory_id,
+            **{"gen_ai.agent.id": plan.where},
+        )
 
     # -- titles ----------------------------------------------------------------------------
 
