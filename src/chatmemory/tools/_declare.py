@@ -25,7 +25,6 @@ import dataclasses
 import inspect
 import json
 import re
-import types
 import typing
 from collections.abc import Callable
 from typing import (
@@ -35,7 +34,6 @@ from typing import (
     NewType,
     TypeAlias,
     TypeVar,
-    Union,
     get_args,
     get_origin,
     overload,
@@ -49,6 +47,7 @@ from pydantic.fields import FieldInfo
 from .._errors import ConfigurationError, shorten
 from .._json_schema import lenient_schema, strict_schema
 from .._threads import in_thread, run_coroutine
+from .._typing import is_optional
 from ..models import ToolSpecification
 from ._contracts import (
     ReturnBehavior,
@@ -467,8 +466,7 @@ def _split(hint: Any) -> tuple[Any, tuple[Any, ...]]:
 
 
 def _is_optional(hint: Any) -> bool:
-    origin = get_origin(hint)
-    return (origin is Union or origin is types.UnionType) and type(None) in get_args(hint)
+    return is_optional(hint)
 
 
 class FunctionTool:
