@@ -146,7 +146,7 @@ def test_demo_messages_keep_changing_over_cycles(tmp_path: Path) -> None:
 
 
 def test_demo_budget_model_and_db_options(tmp_path: Path, home: Path) -> None:
-    path = tmp_path / "other" / "demo.db"
+    path = tmp_path / "demo.db"
     output = run("demo", "--db", path, "--max-tokens", "150", "--turns", "3").output
     assert path.exists()
     assert not (home / "chatmemory.db").exists()
@@ -800,3 +800,46 @@ def test_a_lone_surrogate_is_printed_as_a_replacement_character(home: Path, tmp_
         stdin="/history\n",
     )
     assert "hi \ufffd lone" in out
+
+
+# --- a typo in --db creates nothing: reads never create, writes create no directory -------------
+
+_OFFLINE_MODEL = ["--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--max-retries", "0"]
+_READS = {
+    "history list": ["history", "list"],
+    "history show": ["history", "show", "x"],
+    "history show --all": ["history", "show", "x", "--all"],
+    "history export": ["history", "export", "x"],
+    "history clear": ["history", "clear", "x", "--yes"],
+    "history repair": ["history", "repair", "x"],
+    "ask": ["ask", "what?"],
+}
+_WRITES = {
+    "chat": ["chat", *_OFFLINE_MODEL],
+    "prompt": ["prompt", *_OFFLINE_MODEL, "hi"],
+    "history import": ["history", "import", "-", "--id", "x"],
+    "demo": ["demo", "--turns", "1"],
+    "ingest": ["ingest", "."],
+}
+
+
+@pytest.mark.parametrize("name", _READS)
+def test_a_read_creates_no_file_and_no_directory(name: str, tmp_path: Path, home: Path) -> None:
+    typo = tmp_path / "typo" / "typo.db"
+    result = run(*_READS[name], "--db", typo, code=1)
+    assert f"no such file: {typo}" in result.output
+    assert not typo.parent.exists()
+    beside = tmp_path / "typo.db"
+    run(*_READS[name], "--db", beside, code=1)
+    assert not beside.exists()
+    assert not home.exists()
+
+
+@pytest.mark.parametrize("name", _WRITES)
+def test_a_write_creates_the_file_but_no_directory(name: str, tmp_path: Path, home: Path) -> None:
+    typo = tmp_path / "typo" / "typo.db"
+    message = '[{"type": "USER", "contents": [{"type": "TEXT", "text": "hi"}]}]'
+    result = run(*_WRITES[name], "--db", typo, input=message, code=1)
+    assert f"no such directory: {tmp_path / 'typo'} (for --db {typo})" in result.output
+    assert not typo.parent.exists()
+    assert not home.exists()
