@@ -816,6 +816,7 @@ _READS = {
 }
 _WRITES = {
     "chat": ["chat", *_OFFLINE_MODEL],
+    "chat -m": ["chat", *_OFFLINE_MODEL, "-m", "hi"],
     "prompt": ["prompt", *_OFFLINE_MODEL, "hi"],
     "history import": ["history", "import", "-", "--id", "x"],
     "demo": ["demo", "--turns", "1"],

@@ -12,7 +12,7 @@ from ..rag import Content, DocumentKey, EmbeddingModel, HybridContentRetriever, 
 from ..rag._ingest import model_label
 from ..services import TokenStream
 from .base import console
-from .chat import model_call_options
+from .chat_model import model_call_options
 from .embeddings import (
     EMBEDDING_KINDS,
     deprecated,
@@ -74,7 +74,7 @@ def ask(
     answering = bool(os.environ.get("OPENAI_API_KEY")) or base_url is not None
     chat = None
     if answering:
-        from .chat import make_model
+        from .chat_model import make_model
 
         chat, _, _ = make_model("openai", model, base_url, timeout, max_retries)
     with open_embedding_store(store_kind, db, postgres_dsn, table, embedder, "read") as store:
