@@ -810,6 +810,7 @@ _READS = {
     "history show": ["history", "show", "x"],
     "history show --all": ["history", "show", "x", "--all"],
     "history export": ["history", "export", "x"],
+    "history search": ["history", "search", "word"],
     "history clear": ["history", "clear", "x", "--yes"],
     "history repair": ["history", "repair", "x"],
     "ask": ["ask", "what?"],
