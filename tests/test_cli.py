@@ -845,3 +845,15 @@ def test_a_write_creates_the_file_but_no_directory(name: str, tmp_path: Path, ho
     assert f"no such directory: {tmp_path / 'typo'} (for --db {typo})" in result.output
     assert not typo.parent.exists()
     assert not home.exists()
+
+
+def test_a_data_directory_that_cannot_be_made_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "a file"
+    blocker.write_text("")
+    monkeypatch.setenv("CHATMEMORY_HOME", str(blocker / "home"))
+    message = '[{"type": "USER", "contents": [{"type": "TEXT", "text": "hi"}]}]'
+    result = run("history", "import", "-", "--id", "x", input=message, code=1)
+    assert f"cannot create the data directory {blocker / 'home'}: " in result.output
+    assert "set $CHATMEMORY_HOME to a directory you can write" in result.output

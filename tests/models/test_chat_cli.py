@@ -275,8 +275,9 @@ def test_chat_m_answers_once_and_f_reads_a_file_or_stdin(
     notes = tmp_path / "notes.md"
     notes.write_text("# Notes\nAda wrote code.\n", encoding="utf-8")
     server.reply(answer("Hi."), answer("Summary."), answer("From stdin."), answer("Both."))
-    first = invoke_chat(server, db, "-m", "hello")
+    first = invoke_chat(server, db, "-m", "hello", "--system", "Be brief.")
     assert (first.exit_code, first.output) == (0, "Hi.\n")  # no banner, no prompt: one answer
+    assert server.requests[-1].body["messages"][0] == {"role": "system", "content": "Be brief."}
     assert invoke_chat(server, db, "-f", str(notes), "-m", "summarize").output == "Summary.\n"
     assert server.requests[-1].body["messages"][-1]["content"] == (
         "# Notes\nAda wrote code.\n\nsummarize"
@@ -287,7 +288,7 @@ def test_chat_m_answers_once_and_f_reads_a_file_or_stdin(
     assert piped.output == "Both.\n"
     assert server.requests[-1].body["messages"][-1]["content"] == "piped first\n\nand this"
     with SqliteChatMemoryStore(db) as store:
-        assert len(store.get_messages("chat")) == 8  # every exchange stored, one conversation
+        assert len(store.get_messages("chat")) == 9  # every exchange stored, one conversation
     empty = invoke_chat(server, db, "-m", "  ")
     assert empty.exit_code == 2
     assert "nothing to send: -m and -f gave no text" in empty.output
@@ -330,3 +331,68 @@ def test_an_answer_without_text_is_said(server: FakeServer, tmp_path: Path) -> N
     server.reply(answer())
     result = invoke_chat(server, tmp_path / "c.db", "-m", "hi")
     assert result.output == "(the model answered with no text)\n"
+
+
+def test_the_in_process_session_edits_interrupts_and_ends_at_eof(
+    server: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chatmemory._cli import chat as chat_command
+    from chatmemory.testing import ScriptedChatModel
+
+    def model(request: Any) -> str:
+        last = request.messages[-1].text
+        if last == "interrupt me":
+            raise KeyboardInterrupt  # as Ctrl-C during the answer
+        return f"echo: {last}"
+
+    scripted = ScriptedChatModel(model)
+    monkeypatch.setattr(chat_command, "make_model", lambda *_: (scripted, "openai", "gpt-4o"))
+    editor = tmp_path / "editor.py"
+    editor.write_text(
+        "import sys\nopen(sys.argv[1], 'w').write('written in the editor\\n')\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("EDITOR", f"{sys.executable} {editor}")
+    monkeypatch.delenv("VISUAL", raising=False)
+    db = tmp_path / "c.db"
+    lines = ["/history", "/system", "/edit", "interrupt me", "after"]  # then EOF: no /exit
+    result = invoke_chat(server, db, input="\n".join(lines) + "\n")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "nothing said yet" in out
+    assert "/system needs the text" in out
+    assert "you (from the editor, 21 characters)> written in the editor" in out
+    assert "echo: written in the editor" in out
+    assert "(interrupted: this exchange is not kept)" in out
+    assert "echo: after" in out
+    with SqliteChatMemoryStore(db) as store:
+        assert [m.text for m in store.get_messages("chat")] == [  # type: ignore[union-attr]
+            "written in the editor",
+            "echo: written in the editor",
+            "after",
+            "echo: after",
+        ]
+
+
+def test_prompt_in_process_continues_the_last_prompt_and_sets_a_system_message(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    db = tmp_path / "p.db"
+    where = ["--base-url", f"{server.url}/v1", "--db", str(db)]
+    server.reply(answer("One."), answer("Two."), answer("Chat."))
+    runner = CliRunner()
+    first = runner.invoke(cli, ["prompt", *where, "--system", "Be brief.", "first"])
+    assert first.output == "One.\n"
+    assert runner.invoke(cli, ["prompt", *where, "-c", "second"]).output == "Two.\n"
+    assert [m["content"] for m in server.requests[1].body["messages"]] == [
+        "Be brief.",
+        "first",
+        "One.",
+        "second",
+    ]
+    chat_id = runner.invoke(cli, ["prompt", *where, "--memory-id", "chat", "hi"])
+    assert chat_id.output == "Chat.\n"
+    assert len(server.requests[2].body["messages"]) == 1  # its own conversation, not the last
+    empty = runner.invoke(cli, ["prompt", *where, "  "])
+    assert empty.exit_code == 2
+    assert "nothing to ask: give TEXT, or pipe text on stdin" in empty.output

@@ -157,10 +157,8 @@ class Session:
         except KeyboardInterrupt:
             self.echo("\n(interrupted: this exchange is not kept)")
             return
-        finally:
-            close = getattr(events, "close", None)
-            if close is not None:
-                close()
+        finally:  # a stream left before its end (Ctrl-C) stores nothing
+            getattr(events, "close", lambda: None)()
         if not stream.result.content:
             self.echo("(the model answered with no text)", nl=False)
         self.echo("")
