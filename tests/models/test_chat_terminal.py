@@ -160,3 +160,20 @@ def test_edit_composes_the_message_in_the_editor(
     chat.answered("Edited.")
     assert sent(server) == "a draft and more\nfrom the editor"
     chat.leave()
+
+
+def test_without_prompt_toolkit_a_terminal_chat_names_the_extra(
+    server: FakeServer, home: Path, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(CHATMEMORY_HOME=str(home), TERM="xterm")
+    blocked = "import sys; sys.modules['prompt_toolkit'] = None; from chatmemory._cli import main; "
+    url = f"{server.url}/v1"
+    arguments = ["-c", blocked + f"main(['chat', '--base-url', {url!r}, '--db', 'c.db'])"]
+    child = pexpect.spawn(sys.executable, arguments, env=env, cwd=str(tmp_path), encoding="utf-8")
+    child.expect(pexpect.EOF, timeout=30)
+    child.close()
+    assert child.exitstatus == 1
+    assert "Error: this command needs the prompt_toolkit package, an optional extra: " \
+        "pip install 'chatmemory[cli]'" in child.before  # fmt: skip
+    assert "Traceback" not in child.before
