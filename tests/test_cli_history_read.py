@@ -10,11 +10,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from chatmemory import AiMessage, SqliteChatMemoryStore, SystemMessage, UserMessage
+from chatmemory import (
+    AiMessage,
+    HistoryEntry,
+    SqliteChatMemoryStore,
+    SystemMessage,
+    UserMessage,
+)
 from chatmemory._cli.app import cli
 from chatmemory._cli.render import format_time
 from chatmemory._codec.langchain4j import message_to_dict
-from chatmemory._contracts import HistoryEntry
 
 LONG = "The refund policy, in full: " + "every order may be returned within thirty days. " * 8
 """A message far wider than the 100-column terminal of these tests."""
