@@ -467,6 +467,9 @@ def _round_trip(store_args: list[str], alice_jsonl: Path, db: Path) -> None:
     assert messages_from_json(exported) == [m for _, m, _ in stored(db)["demo:alice"]]
     window = run("history", *store_args, "show", "demo:alice").output
     assert "11 messages in the window, 14 in the history" in window
+    found = run("history", *store_args, "search", "hotel").output
+    assert found.startswith("1 message(s) hold 'hotel'")
+    assert re.search(r"\ndemo:alice +5 .* user +My hotel is 90 euros a night", found)
     run("history", *store_args, "clear", "demo:alice", "--yes")
     assert "no conversations stored" in run("history", *store_args, "list").output
 
