@@ -253,7 +253,8 @@ def test_ask_prints_the_answer_as_it_streams(docs: Path, monkeypatch: pytest.Mon
     run("ingest", docs)
     out = run("ask", "How long do refunds take?", "--base-url", "http://127.0.0.1:9/v1").output
     assert out == "Refunds take five business days.\n"
-    assert printed[0] == b""
-    assert printed[1] == b"Refunds "  # the first word is out before the second is made
-    assert [p.decode() for p in printed[2:]] == sorted(p.decode() for p in printed[2:])
+    answer = out.rstrip("\n").encode()
+    assert all(answer.startswith(p) for p in printed)
+    streamed = [p for p in printed if 0 < len(p) < len(answer)]
+    assert len(streamed) >= 3  # words were out while the model was still making the next ones
     assert "five business days" in model.requests[0].messages[-1].text  # type: ignore[union-attr,operator]
