@@ -24,7 +24,7 @@ from importlib import resources
 from os import PathLike
 from pathlib import Path
 
-from ._errors import ConfigurationError
+from ._errors import ConfigurationError, shorten
 from ._messages import SystemMessage, UserMessage
 
 __all__ = ["Prompt", "PromptTemplate"]
@@ -43,6 +43,10 @@ class Prompt:
     """Rendered text, ready to become a message."""
 
     text: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str) or not self.text.strip():
+            raise ConfigurationError(f"a prompt must be non-blank text, got {self.text!r}")
 
     def to_user_message(self, name: str | None = None) -> UserMessage:
         return UserMessage(self.text, name=name)
@@ -99,7 +103,13 @@ class PromptTemplate:
     def apply(self, values: object = None) -> Prompt:
         """Render with `values`: a mapping of names to values, or one value for ``{{it}}``."""
         bound = self._bind(values)
-        return Prompt(_VARIABLE.sub(lambda match: bound[match.group(1)], self.template))
+        text = _VARIABLE.sub(lambda match: bound[match.group(1)], self.template)
+        if not text.strip():
+            raise ConfigurationError(
+                f"the template {shorten(self.template)!r} renders to blank text with these "
+                f"values; give its variables text"
+            )
+        return Prompt(text)
 
     def _bind(self, values: object) -> dict[str, str]:
         given: Mapping[object, object] = (

@@ -677,10 +677,11 @@ def with_recall(
     block: str,
     *,
     fits: Callable[[list[ChatMessage]], bool] | None = None,
+    keep: int = 0,
 ) -> list[ChatMessage]:
     """`window` with `block` at the end of its system message, first (or as one), giving up its
-    oldest messages (whole tool groups, never the last) while `fits` says the request is too
-    large."""
+    oldest messages (whole tool groups, never the last, never one of the last `keep`) while
+    `fits` says the request is too large."""
     if not block:
         return window
-    return with_block(window, block, fits, first=True)
+    return with_block(window, block, fits, first=True, keep=keep)

@@ -526,3 +526,19 @@ def test_stream_metadata_and_text_of_the_wrong_type_are_left_out(
         token_usage=TokenUsage(0, 0),
         model_name="claude-sonnet-4-5-20250929",
     )
+
+
+@pytest.mark.parametrize(
+    ("choice", "sent"),
+    [
+        ("auto", {"type": "auto"}),
+        ("none", {"type": "none"}),
+        ("weather", {"type": "tool", "name": "weather"}),
+    ],
+)
+def test_tool_choice_is_sent_in_anthropics_form(
+    server: FakeServer, model: AnthropicChatModel, choice: str, sent: object
+) -> None:
+    server.reply(Reply(body=message(text("ok"))))
+    model.chat(ChatRequest([UserMessage("Hi")], tools=[WEATHER], tool_choice=choice))
+    assert server.requests[0].body["tool_choice"] == sent

@@ -645,3 +645,19 @@ def test_request_bodies_are_json(server: FakeServer, model: OpenAiChatModel) -> 
     assert json.dumps(sent["parameters"]) == json.dumps(schema)
     assert "description" not in sent
     assert "strict" not in sent
+
+
+@pytest.mark.parametrize(
+    ("choice", "sent"),
+    [
+        ("auto", "auto"),
+        ("none", "none"),
+        ("weather", {"type": "function", "function": {"name": "weather"}}),
+    ],
+)
+def test_tool_choice_is_sent_in_openais_form(
+    server: FakeServer, model: OpenAiChatModel, choice: str, sent: object
+) -> None:
+    server.reply(Reply(body=completion("ok")))
+    model.chat(ChatRequest([UserMessage("Hi")], tools=[WEATHER], tool_choice=choice))
+    assert server.requests[0].body["tool_choice"] == sent

@@ -18,6 +18,7 @@ from chatmemory import (
     ConfigurationError,
     InMemoryChatMemoryStore,
     MessageWindowChatMemory,
+    ModelBehaviourError,
     ModelError,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
@@ -199,7 +200,7 @@ def test_unknown_tools_can_raise_and_then_nothing_is_stored(mode: str) -> None:
         FnTool("weather", lambda city: "sun", "city"),
         on_unknown_tool="raise",
     )
-    with pytest.raises(ConfigurationError, match="no such tool"):
+    with pytest.raises(ModelBehaviourError, match="no such tool"):
         ask(service, mode, "u", "Weather?")
     assert store.history("u") == []
     assert ask(service, mode, "u", "hello") == "next call works"
@@ -424,10 +425,19 @@ def test_async_providers_serve_async_calls_and_sync_calls_say_what_to_do() -> No
         async def aprovide(self, context: ToolContext) -> list[Tool]:
             return [FnTool("clock", lambda: "noon")]
 
-    service, _, _ = make([calls(("clock", "{}")), "noon"], tool_providers=[AsyncProvider()])
+    class AsyncAgent(Protocol):
+        async def achat(self, user: Annotated[str, MemoryId], text: str) -> str: ...
+
+    service = ai_service(
+        AsyncAgent,
+        chat_model=ScriptedChatModel([calls(("clock", "{}")), "noon"]),
+        chat_memory_provider=lambda mid: MessageWindowChatMemory(id=mid, max_messages=100),
+        tool_providers=[AsyncProvider()],
+    )
     assert asyncio.run(service.achat("u", "time?")) == "noon"
-    with pytest.raises(ConfigurationError, match="is async only"):
-        service.chat("u", "time?")
+    # a sync method could not ask it: said when the service is made, not at a call
+    with pytest.raises(ConfigurationError, match=r"Agent\.chat is a sync method.*async only"):
+        make([], tool_providers=[AsyncProvider()])
 
 
 def test_sync_providers_serve_async_calls_on_a_thread() -> None:

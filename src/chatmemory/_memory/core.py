@@ -111,10 +111,14 @@ class MemoryCore:
             return
         yield from self._write(lambda view: self._plan_add(view, messages))
 
-    def preview(self, messages: Sequence[ChatMessage]) -> Flow[list[ChatMessage]]:
+    def preview(
+        self, messages: Sequence[ChatMessage], *, reread: bool = True
+    ) -> Flow[list[ChatMessage]]:
         """The window `add(messages)` would leave, without writing: what a model call in the
-        middle of a turn sees before the turn is committed."""
-        view = yield from self._load()
+        middle of a turn sees before the turn is committed. Without `reread` the window last
+        read is used as it is (no store call), when there is one."""
+        kept = self._view if not reread and self.windowed else None
+        view = kept if kept is not None else (yield from self._load())
         changes = self._plan_add(view, messages)
         if changes is None:
             return list(self._fit(view))

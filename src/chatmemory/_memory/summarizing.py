@@ -15,7 +15,6 @@ everything) or raises and writes nothing (`"raise"`).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
@@ -31,6 +30,7 @@ from .._policies.summary import (
     transcript,
 )
 from .._prompts import PromptTemplate
+from .._threads import in_thread
 from .._tokens import TokenCountEstimator
 from ..models import ChatRequest, ChatResponse
 from .window import (
@@ -190,7 +190,7 @@ class _AsyncPort:
         try:
             if achat is not None:
                 return await achat(request)  # type: ignore[no-any-return]
-            return await asyncio.to_thread(self.model.chat, request)
+            return await in_thread(self.model.chat, request)
         except ChatMemoryError as error:
             return error
 
@@ -290,8 +290,8 @@ class SummarizingChatMemory(_Summarizing):
         """The window: the system message, the running summary, then the newest messages."""
         return ordered(self._inner.messages())
 
-    def preview(self, *messages: Messages) -> list[ChatMessage]:
-        return ordered(self._inner.preview(_flatten(messages)))
+    def preview(self, *messages: Messages, reread: bool = True) -> list[ChatMessage]:
+        return ordered(self._inner.preview(_flatten(messages), reread=reread))
 
     def add(self, *messages: Messages) -> None:
         run(self._folding.add(_flatten(messages)), self._port)
@@ -343,8 +343,8 @@ class AsyncSummarizingChatMemory(_Summarizing):
     async def messages(self) -> list[ChatMessage]:
         return ordered(await self._inner.messages())
 
-    async def preview(self, *messages: Messages) -> list[ChatMessage]:
-        return ordered(await self._inner.preview(_flatten(messages)))
+    async def preview(self, *messages: Messages, reread: bool = True) -> list[ChatMessage]:
+        return ordered(await self._inner.preview(_flatten(messages), reread=reread))
 
     async def add(self, *messages: Messages) -> None:
         await arun(self._folding.add(_flatten(messages)), self._port)

@@ -17,6 +17,7 @@ from .._contracts import AsyncChatMemoryStore, AsyncWindowStore, ChatMemoryStore
 from .._errors import ConfigurationError
 from .._flow import arun, run
 from .._messages import MESSAGE_TYPES, ChatMessage, check_messages
+from .._threads import in_thread
 from .._tokens.estimator import TokenCountEstimator
 from ..stores.in_memory import AsyncInMemoryChatMemoryStore, SingleMemoryStore
 from .budget import Budget, Limit, MessageBudget, TokenBudget
@@ -152,15 +153,16 @@ class _SyncShell(_Shell):
         with self._lock:
             return run(self._core.messages(), self._store)
 
-    def preview(self, *messages: Messages) -> list[ChatMessage]:
+    def preview(self, *messages: Messages, reread: bool = True) -> list[ChatMessage]:
         """The window `add(*messages)` would leave, without writing anything.
 
         AI services build each model request of a turn with it and add the whole turn in one
-        commit when the call completes.
+        commit when the call completes. With ``reread=False`` the window this memory last read
+        is used without asking the store (a later commit checks it anyway).
         """
         batch = _flatten(messages)
         with self._lock:
-            return run(self._core.preview(batch), self._store)
+            return run(self._core.preview(batch, reread=reread), self._store)
 
     def set(self, *messages: Messages) -> None:
         batch = _flatten(messages)
@@ -203,12 +205,13 @@ class _AsyncShell(_Shell):
         async with self._lock:
             return await arun(self._core.messages(), self._store)
 
-    async def preview(self, *messages: Messages) -> list[ChatMessage]:
-        """The window `add(*messages)` would leave, without writing anything."""
+    async def preview(self, *messages: Messages, reread: bool = True) -> list[ChatMessage]:
+        """The window `add(*messages)` would leave, without writing anything (see the sync
+        memory's `preview`)."""
         batch = _flatten(messages)
         await self._measure_off_the_loop(batch)
         async with self._lock:
-            return await arun(self._core.preview(batch), self._store)
+            return await arun(self._core.preview(batch, reread=reread), self._store)
 
     async def set(self, *messages: Messages) -> None:
         batch = _flatten(messages)
@@ -229,7 +232,7 @@ class _AsyncShell(_Shell):
         long = [m for m in batch if _characters(m) > _LONG]
         if long:
             size = self._core.budget.size
-            await asyncio.to_thread(lambda: [size(m) for m in long])
+            await in_thread(lambda: [size(m) for m in long])
 
 
 _LONG = 32_000

@@ -8,9 +8,10 @@ and checked on construction with errors that name the field.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeAlias
 
 from .._errors import ConfigurationError
 from .._frozen import FrozenDict
@@ -27,8 +28,11 @@ __all__ = [
     "ToolSpecification",
 ]
 
-ToolChoice = Literal["auto", "required", "none"]
-"""Whether the model may call tools (`auto`), must call one (`required`) or must not (`none`)."""
+ToolChoice: TypeAlias = Literal["auto", "required", "none"] | str
+"""Whether the model may call tools (`auto`), must call one (`required`), must not (`none`), or
+must call the tool of that name (any other text: one of the request's tools)."""
+
+TOOL_CHOICES = ("auto", "required", "none")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -207,12 +211,15 @@ class ChatRequest:
                     f"two tools are named {spec.name!r}; tool names must differ"
                 )
             names.add(spec.name)
-        if tool_choice not in (None, "auto", "required", "none"):
-            raise ConfigurationError(
-                f"`tool_choice` must be 'auto', 'required', 'none' or None, got {tool_choice!r}"
-            )
+        check_tool_choice(tool_choice)
         if tool_choice == "required" and not specs:
             raise ConfigurationError("`tool_choice='required'` needs at least one tool")
+        if tool_choice is not None and tool_choice not in TOOL_CHOICES and tool_choice not in names:
+            raise ConfigurationError(
+                f"`tool_choice={tool_choice!r}` names no tool of the request (its tools: "
+                f"{', '.join(sorted(names)) or 'none'}); name one, or use 'auto', 'required' "
+                f"or 'none'"
+            )
         if response_format is not None and not isinstance(response_format, ResponseFormat):
             raise ConfigurationError(
                 f"`response_format` must be a ResponseFormat, got {response_format!r}"
@@ -224,6 +231,17 @@ class ChatRequest:
         object.__setattr__(self, "tool_choice", tool_choice)
         object.__setattr__(self, "response_format", response_format)
         object.__setattr__(self, "parameters", parameters)
+
+
+def check_tool_choice(tool_choice: object) -> None:
+    """`ConfigurationError` unless `tool_choice` is None, a keyword or a tool's name."""
+    if tool_choice is None or tool_choice in TOOL_CHOICES:
+        return
+    if not isinstance(tool_choice, str) or not re.fullmatch(r"[\w-]{1,64}", tool_choice):
+        raise ConfigurationError(
+            f"`tool_choice` must be 'auto', 'required', 'none', a tool's name or None, got "
+            f"{tool_choice!r}"
+        )
 
 
 @dataclass(frozen=True, slots=True)

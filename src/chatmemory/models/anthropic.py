@@ -232,7 +232,9 @@ class AnthropicChatModel:
         if request.tools:
             args["tools"] = [_tool(spec) for spec in request.tools]
         if request.tool_choice is not None:
-            args["tool_choice"] = _TOOL_CHOICES[request.tool_choice]
+            args["tool_choice"] = _TOOL_CHOICES.get(
+                request.tool_choice, {"type": "tool", "name": request.tool_choice}
+            )
         if params.stop is not None:
             args["stop_sequences"] = list(params.stop)
         extra = _extra_body(params, request.response_format)

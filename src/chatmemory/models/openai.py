@@ -23,6 +23,7 @@ from ._protocols import Capability
 from ._refusals import Refusals, refused_feature, without
 from ._sdk import SdkErrors, check_request, mapped_errors, provider_message
 from ._values import (
+    TOOL_CHOICES,
     ChatParameters,
     ChatRequest,
     ChatResponse,
@@ -237,7 +238,7 @@ class OpenAiChatModel:
         if request.tools:
             args["tools"] = [_tool(spec) for spec in request.tools]
         if request.tool_choice is not None:
-            args["tool_choice"] = request.tool_choice
+            args["tool_choice"] = _tool_choice(request.tool_choice)
         response_format = request.response_format
         if response_format is not None and response_format.type == "json":
             args["response_format"] = _response_format(response_format.schema, response_format)
@@ -275,6 +276,13 @@ def _tool(spec: ToolSpecification) -> dict[str, Any]:
     if spec.strict is not None:
         function["strict"] = spec.strict
     return {"type": "function", "function": function}
+
+
+def _tool_choice(choice: str) -> str | dict[str, Any]:
+    """A keyword as is; a tool's name as OpenAI's ``{"type": "function", ...}``."""
+    if choice in TOOL_CHOICES:
+        return choice
+    return {"type": "function", "function": {"name": choice}}
 
 
 def _response_format(schema: Mapping[str, Any] | None, fmt: ResponseFormat) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from ._stages import (
 from ._values import Content, Query, QueryMetadata
 
 __all__ = [
+    "AsyncRetrievalAugmentor",
     "AugmentationRequest",
     "AugmentationResult",
     "DefaultContentInjector",
@@ -96,6 +97,14 @@ class RetrievalAugmentor(Protocol):
     """Augments a user message with what it retrieves."""
 
     def augment(self, request: AugmentationRequest) -> AugmentationResult: ...
+
+
+@runtime_checkable
+class AsyncRetrievalAugmentor(Protocol):
+    """Augments a user message without blocking the event loop (an async service awaits it;
+    an augmentor without it runs on a worker thread)."""
+
+    async def aaugment(self, request: AugmentationRequest) -> AugmentationResult: ...
 
 
 class DefaultRetrievalAugmentor:

@@ -18,7 +18,19 @@ assert assistant.chat("alice", "Hi", company="ACME") == "Hello!"
 ```
 """
 
-from ._markers import MemoryId, UserId, UserName, V, moderate, system_message, user_message
+from .._errors import GuardrailError, ModelRetry
+from ..titles import DEFAULT_TITLE_PROMPT, ConversationTitles
+from ._approval import ApprovalAccess, ApprovalRequired, Decisions, PendingApproval
+from ._markers import (
+    MemoryId,
+    UserId,
+    UserName,
+    V,
+    moderate,
+    system_message,
+    tool_choice,
+    user_message,
+)
 from ._memories import ChatMemoryProvider
 from ._results import (
     AsyncTokenStream,
@@ -30,15 +42,23 @@ from ._results import (
     ToolExecution,
 )
 from ._service import ChatMemoryAccess, ai_service
-from ._titles import DEFAULT_TITLE_PROMPT, ConversationTitles
+from ._turn import InputGuardrail, OutputGuardrail
 
 __all__ = [
     "DEFAULT_TITLE_PROMPT",
+    "ApprovalAccess",
+    "ApprovalRequired",
     "AsyncTokenStream",
     "ChatMemoryAccess",
     "ChatMemoryProvider",
     "ConversationTitles",
+    "Decisions",
+    "GuardrailError",
+    "InputGuardrail",
     "MemoryId",
+    "ModelRetry",
+    "OutputGuardrail",
+    "PendingApproval",
     "Result",
     "Retrieved",
     "ServiceEvent",
@@ -51,5 +71,6 @@ __all__ = [
     "ai_service",
     "moderate",
     "system_message",
+    "tool_choice",
     "user_message",
 ]

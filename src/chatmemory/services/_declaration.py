@@ -8,13 +8,14 @@ from __future__ import annotations
 import collections.abc as cabc
 import enum
 import inspect
+import sys
 import typing
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, get_args, get_origin
 
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, shorten
 from .._messages import (
     AiMessage,
     AudioContent,
@@ -27,11 +28,22 @@ from .._messages import (
 )
 from .._prompts import _BUILT_INS, Clock, PromptTemplate
 from ..models import ChatParameters, ChatResponse
-from ._markers import MODERATE, SYSTEM, USER, MemoryId, TemplateSource, UserId, UserName, V
+from ..models._values import ToolChoice
+from ._markers import (
+    MODERATE,
+    SYSTEM,
+    TOOL_CHOICE,
+    USER,
+    MemoryId,
+    TemplateSource,
+    UserId,
+    UserName,
+    V,
+)
 from ._output import OutputSpec, output_spec
 from ._results import AsyncTokenStream, Result, TokenStream
 
-__all__ = ["Declaration", "MethodPlan", "Returns", "read_declaration"]
+__all__ = ["Declaration", "MethodPlan", "Returns", "read_declaration", "user_message_of"]
 
 CONTENT_TYPES = (TextContent, ImageContent, AudioContent, VideoContent, PdfFileContent)
 
@@ -94,6 +106,8 @@ class MethodPlan:
     returns: Returns
     output: OutputSpec[Any] | None
     moderated: bool
+    tool_choice: ToolChoice | None = None
+    """The method's `@tool_choice(...)`, beating the service's."""
 
     def _param(self, role: Role) -> str | None:
         return next((p.name for p in self.params if p.role is role), None)
@@ -114,10 +128,6 @@ class MethodPlan:
     def parameters_param(self) -> str | None:
         return self._param(Role.PARAMETERS)
 
-    @property
-    def content_params(self) -> tuple[str, ...]:
-        return tuple(p.name for p in self.params if p.role is Role.CONTENTS)
-
 
 @dataclass(frozen=True, slots=True)
 class Declaration:
@@ -136,9 +146,12 @@ def read_declaration(
         )
     class_system = _own(cls, SYSTEM)
     class_user = _own(cls, USER)
+    namespace = _caller_namespace()
     methods: dict[str, MethodPlan] = {}
     for name, function in _declared_methods(cls, reserved):
-        methods[name] = _read_method(cls, name, function, class_system, class_user, clock)
+        methods[name] = _read_method(
+            cls, name, function, class_system, class_user, clock, namespace
+        )
     if not methods:
         raise ConfigurationError(
             f"{cls.__name__} declares no method for the service to implement: add a method "
@@ -146,6 +159,19 @@ def read_declaration(
         )
     uses = any(plan.memory_param is not None for plan in methods.values())
     return Declaration(cls, methods, uses)
+
+
+def _caller_namespace() -> dict[str, Any]:
+    """The local names where `ai_service(...)` was called (the first frame outside chatmemory):
+    a declaration inside a function may annotate with names imported or defined there, which
+    ``from __future__ import annotations`` leaves as strings (pydantic resolves a model's the
+    same way)."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and str(frame.f_globals.get("__name__", "")).startswith(
+        "chatmemory."
+    ):
+        frame = frame.f_back
+    return dict(frame.f_locals)
 
 
 def _is_protocol(cls: type) -> bool:
@@ -211,14 +237,17 @@ def _read_method(
     class_system: TemplateSource | None,
     class_user: TemplateSource | None,
     clock: Clock | None,
+    namespace: dict[str, Any],
 ) -> MethodPlan:
     where = f"{cls.__name__}.{name}"
     try:
-        hints = typing.get_type_hints(function, include_extras=True)
+        hints = typing.get_type_hints(
+            function, localns={**namespace, cls.__name__: cls}, include_extras=True
+        )
     except Exception as error:
         raise ConfigurationError(
             f"cannot read the annotations of {where}: {error}; import the names they use in "
-            f"the module that declares {cls.__name__}"
+            f"the module that declares {cls.__name__}, or where ai_service(...) is called"
         ) from None
     signature = inspect.signature(function)
     params, extra = _read_params(where, signature, hints)
@@ -241,6 +270,7 @@ def _read_method(
             if template is not None:
                 _check_variables(where, kind, template, variables, it_param)
     moderated = bool(getattr(function, MODERATE, False))
+    choice = getattr(function, TOOL_CHOICE, None)
     return MethodPlan(
         name=name,
         where=where,
@@ -256,6 +286,7 @@ def _read_method(
         returns=returns,
         output=output,
         moderated=moderated,
+        tool_choice=choice if isinstance(choice, str) else None,
     )
 
 
@@ -340,13 +371,15 @@ def _is_contents(annotation: object) -> bool:
 
 
 def _is_content_union(annotation: object) -> bool:
-    if annotation == Content:
-        return True
-    args = [a for a in get_args(annotation) if a is not type(None)]  # Optional contents too
+    """A union of contents, or of contents and lists of them (``ImageContent |
+    list[ImageContent]``, `Content` itself); Optional too."""
+    args = [a for a in get_args(annotation) if a is not type(None)]
     return (
         bool(args)
         and get_origin(annotation) in (typing.Union, _union_type())
-        and all(isinstance(a, type) and issubclass(a, CONTENT_TYPES) for a in args)
+        and all(
+            (isinstance(a, type) and issubclass(a, CONTENT_TYPES)) or _is_contents(a) for a in args
+        )
     )
 
 
@@ -466,6 +499,53 @@ def _read_return(where: str, annotation: object) -> tuple[Returns, OutputSpec[An
             )
         return Returns.TEXT_STREAM, None
     return Returns.VALUE, output_spec(annotation, where=where)
+
+
+def user_message_of(
+    plan: MethodPlan,
+    arguments: Mapping[str, object],
+    extra: Mapping[str, object],
+    text: str | None,
+) -> UserMessage:
+    """The user message of a call: `text` (the rendered template) first, then the user's text
+    parameter and the content parameters in the order they are declared, then the contents
+    passed through ``**kwargs``. A user-message parameter holding contents (an image, a list
+    of them) gives its contents, never their `str()`."""
+    contents: list[Content] = [TextContent(text)] if text is not None else []
+    for param in plan.params:
+        value = arguments[param.name]
+        if param.name == plan.user_param:
+            if value is None:
+                raise ConfigurationError(
+                    f"{plan.where}: the user message ({param.name!r}) is None; pass text"
+                )
+            found = _as_contents(value)
+            if found is None:
+                found = [TextContent(value if isinstance(value, str) else str(value))]
+            contents.extend(found)
+        elif param.role is Role.CONTENTS and value is not None:
+            found = _as_contents(value)
+            if found is None:
+                raise ConfigurationError(
+                    f"{plan.where}: parameter {param.name!r} holds contents (images, audio...), "
+                    f"got {shorten(repr(value))}"
+                )
+            contents.extend(found)
+    for value in extra.values():
+        contents.extend(_as_contents(value) or ())
+    if not contents:
+        raise ConfigurationError(f"{plan.where}: the call has no user message content")
+    name = arguments[plan.user_name_param] if plan.user_name_param else None
+    return UserMessage(contents=contents, name=None if name is None else str(name))
+
+
+def _as_contents(value: object) -> list[Content] | None:
+    """`value` as contents: a content, or a list or tuple of them; None for anything else."""
+    if isinstance(value, CONTENT_TYPES):
+        return [value]
+    if isinstance(value, (list, tuple)) and all(isinstance(v, CONTENT_TYPES) for v in value):
+        return list(value)
+    return None
 
 
 def memory_id_of(value: object, plan: MethodPlan) -> str:

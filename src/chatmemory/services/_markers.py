@@ -6,7 +6,8 @@ Parameters are marked through `typing.Annotated`::
 
 `MemoryId`, `UserName` and the message class `UserMessage` mark by themselves; `V("name")`
 renames a template variable (every parameter is a variable under its own name already).
-`system_message(...)` and `user_message(...)` decorate a method or the class; `moderate` a method.
+`system_message(...)` and `user_message(...)` decorate a method or the class; `moderate` and
+`tool_choice(...)` a method.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Final, TypeVar
 
 from .._errors import ConfigurationError
 from .._prompts import Clock, PromptTemplate
+from ..models._values import ToolChoice, check_tool_choice
 
 __all__ = [
     "MemoryId",
@@ -26,6 +28,7 @@ __all__ = [
     "V",
     "moderate",
     "system_message",
+    "tool_choice",
     "user_message",
 ]
 
@@ -93,6 +96,7 @@ class TemplateSource:
 SYSTEM: Final = "__chatmemory_system_message__"
 USER: Final = "__chatmemory_user_message__"
 MODERATE: Final = "__chatmemory_moderate__"
+TOOL_CHOICE: Final = "__chatmemory_tool_choice__"
 
 
 def _source(
@@ -164,3 +168,15 @@ def moderate(method: F) -> F:
     the model call; flagged input raises `ModerationError` and nothing of the turn is stored."""
     setattr(method, MODERATE, True)
     return method
+
+
+def tool_choice(choice: ToolChoice) -> Callable[[F], F]:
+    """Whether the model may call tools in calls of this method: ``"auto"``, ``"required"`` (it
+    must call one), ``"none"`` (it must not), or a tool's name (it must call that tool). Beats
+    the service's ``ai_service(..., tool_choice=...)``.
+
+    ``"required"`` and a tool's name hold for the turn's first model call only: once tools have
+    run, the model may answer (else it could only call tools, round trip after round trip).
+    """
+    check_tool_choice(choice)
+    return _mark(TOOL_CHOICE, choice)

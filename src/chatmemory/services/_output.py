@@ -25,9 +25,10 @@ import json
 import types
 import typing
 import uuid
+from collections.abc import Callable
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
-from typing import Annotated, Any, Generic, Literal, TypeVar, get_args, get_origin
+from typing import Annotated, Any, Generic, Literal, TypeAlias, TypeVar, get_args, get_origin
 
 from pydantic import BaseModel, BeforeValidator, TypeAdapter, ValidationError, WithJsonSchema
 from pydantic import create_model as _create_model
@@ -36,8 +37,9 @@ from typing_extensions import is_typeddict
 
 from .._errors import ConfigurationError, OutputParsingError, shorten
 from .._json_schema import response_schema
-from ..models import ResponseFormat
-from ._output_text import bare, json_candidates, line_items
+from .._messages import AiMessage
+from ..models import ChatResponse, ResponseFormat
+from ._output_text import bare, bare_fence, json_candidates, line_items
 
 __all__ = ["OutputSpec", "output_spec"]
 
@@ -65,10 +67,10 @@ _SCALARS: dict[type, tuple[str, str | None]] = {
 }
 
 SUPPORTED = (
-    "str, None, AiMessage, ChatResponse, Result[T], a text stream, or a structured type: an "
-    "enum, a Literal, int, float, bool, Decimal, date, datetime, time, UUID, a dataclass, a "
-    "TypedDict, a pydantic model, list[...], set[...], tuple[...] or dict[str, ...] of these, "
-    "or an Optional of one"
+    "str, None, AiMessage, ChatResponse, Result[T] (T also AiMessage), a text stream, or a "
+    "structured type: an enum, a Literal, int, float, bool, Decimal, date, datetime, time, "
+    "UUID, a dataclass, a TypedDict, a pydantic model, list[...], set[...], tuple[...] or "
+    "dict[str, ...] of these, or an Optional of one"
 )
 
 
@@ -80,6 +82,7 @@ class OutputSpec(Generic[T]):
         "_format",
         "_instructions",
         "_key",
+        "_message",
         "_nullable",
         "_per_line",
         "_single",
@@ -101,6 +104,7 @@ class OutputSpec(Generic[T]):
         single: bool = False,
         per_line: bool = False,
         nullable: bool = False,
+        message: bool = False,
     ) -> None:
         self.annotation = annotation
         self.expected = expected
@@ -113,6 +117,7 @@ class OutputSpec(Generic[T]):
         self._single = single
         self._per_line = per_line
         self._nullable = nullable
+        self._message = message
 
     @property
     def is_text(self) -> bool:
@@ -126,6 +131,12 @@ class OutputSpec(Generic[T]):
     def instructions(self) -> str:
         """The format instructions appended to the user message for a model without one."""
         return self._instructions
+
+    def read(self, response: ChatResponse) -> T:
+        """The answer of `response`: its AI message as is (`AiMessage`), else its text parsed."""
+        if self._message:
+            return response.ai_message  # type: ignore[return-value]
+        return self.parse(response.ai_message.text or "")
 
     def parse(self, text: str) -> T:
         """`text` read as the declared type; `OutputParsingError` when it cannot be."""
@@ -147,7 +158,7 @@ class OutputSpec(Generic[T]):
                     return self._json(candidate, adapter)
                 except ValidationError as error:
                     errors.append(error)
-            if self._single or self._per_line:
+            if (self._single or self._per_line) and not _is_object_text(text):
                 try:
                     return self._plain(text, adapter)
                 except ValidationError as error:
@@ -184,6 +195,12 @@ class OutputSpec(Generic[T]):
             target=self.annotation,
             reason=reason,
         )
+
+
+def _is_object_text(text: str) -> bool:
+    """The answer is (or tries to be) a JSON object: it is read as JSON or not at all, never as
+    a plain value or lines (``{}`` is no list of one item, as in LangChain4j)."""
+    return bare_fence(text).lstrip().startswith("{")
 
 
 def _not_wrapped(error: ValidationError, key: str) -> bool:
@@ -265,6 +282,8 @@ def _unsupported(annotation: object, where: str, detail: str) -> ConfigurationEr
 def _build(annotation: object) -> OutputSpec[Any]:
     if annotation is str:
         return OutputSpec(annotation)
+    if annotation is AiMessage:  # Result[AiMessage]: the message as is, no schema (LangChain4j)
+        return OutputSpec(annotation, message=True)
     _check(annotation, top=True)
     shape = _lenient(annotation)
     adapter: TypeAdapter[Any] = TypeAdapter(shape)  # type: ignore[arg-type]
@@ -319,8 +338,11 @@ def _check(annotation: object, *, top: bool = False) -> None:
 
 
 def _lenient(annotation: object) -> object:
-    """`annotation` with its enums read by name (any case, dressed) and its string `Literal`s
-    in any case, at the top and in collections and unions."""
+    """`annotation` read as leniently as LangChain4j reads it, at any depth: enums by name (any
+    case, dressed, or a one-item list of it), string `Literal`s in any case, integers written
+    as text (``"1e3"``, ``"123.0"``). Enums and `Literal`s at the top and in collections and
+    unions are rewritten (their schema lists the names); inside a model, a dataclass or a
+    TypedDict the fields' values are mended before pydantic reads them."""
     origin = get_origin(annotation)
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
         names = [member.name for member in annotation]
@@ -335,25 +357,140 @@ def _lenient(annotation: object) -> object:
         return origin[_lenient(get_args(annotation)[0])]
     if origin in _UNIONS:
         return typing.Union[tuple(_lenient(a) for a in get_args(annotation))]  # noqa: UP007
-    return annotation
+    mend = _mender(annotation, {})
+    return annotation if mend is None else Annotated[annotation, BeforeValidator(mend)]
+
+
+_Mend: TypeAlias = Callable[[object], object]
+
+
+def _mender(annotation: object, memo: dict[object, _Mend | None]) -> _Mend | None:
+    """A function that mends a JSON value read for `annotation` (enum names in any case, integers
+    written as text...) before pydantic validates it; None when nothing in it needs mending."""
+    try:
+        if annotation in memo:  # a recursive type: look the mender up when it runs
+            return lambda value: _apply(memo.get(annotation), value)
+    except TypeError:  # an unhashable Annotated: not remembered (it cannot recur)
+        return _build_mender(annotation, memo)
+    memo[annotation] = None
+    found = _build_mender(annotation, memo)
+    memo[annotation] = found
+    return found
+
+
+def _apply(mend: _Mend | None, value: object) -> object:
+    return value if mend is None else mend(value)
+
+
+def _build_mender(annotation: object, memo: dict[object, _Mend | None]) -> _Mend | None:
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return _mender(args[0], memo)
+    if _is_enum(annotation):
+        return _EnumByName(annotation, strict=False)
+    if origin is Literal and all(isinstance(a, str) for a in args):
+        return _LiteralAnyCase(args)
+    if annotation is int:
+        return _integer
+    if origin in _UNIONS:
+        menders = [m for m in (_mender(a, memo) for a in args) if m is not None]
+        return functools.partial(_each, menders) if menders else None
+    if origin in (*_COLLECTIONS, tuple):
+        if origin is not tuple or (len(args) == 2 and args[1] is Ellipsis):
+            item = _mender(args[0], memo)
+            return None if item is None else functools.partial(_items, item)
+        items = [_mender(a, memo) for a in args]
+        return functools.partial(_positions, items) if any(items) else None
+    if origin is dict and len(args) == 2:
+        values = _mender(args[1], memo)
+        return None if values is None else functools.partial(_values, values)
+    fields = _fields(annotation)
+    members = {key: m for key, hint in fields.items() if (m := _mender(hint, memo)) is not None}
+    return functools.partial(_members, members) if members else None
+
+
+def _fields(annotation: object) -> dict[str, object]:
+    """The JSON keys of an object type and their types (a model's aliases and names both)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        found: dict[str, object] = {}
+        for name, info in annotation.model_fields.items():
+            hint: object = info.annotation
+            if info.metadata:
+                hint = Annotated.__class_getitem__((hint, *info.metadata))  # type: ignore[attr-defined]
+            for key in (name, info.alias, info.validation_alias):
+                if isinstance(key, str):
+                    found[key] = hint
+        return found
+    if _is_object(annotation):
+        try:
+            return dict(typing.get_type_hints(annotation, include_extras=True))
+        except Exception:  # pragma: no cover - pydantic has resolved them already
+            return {}
+    return {}
+
+
+def _each(menders: list[_Mend], value: object) -> object:
+    for mend in menders:
+        value = mend(value)
+    return value
+
+
+def _items(mend: _Mend, value: object) -> object:
+    return [mend(item) for item in value] if isinstance(value, list) else value
+
+
+def _positions(menders: list[_Mend | None], value: object) -> object:
+    if not isinstance(value, list):
+        return value
+    return [_apply(m, item) for m, item in zip(menders, value, strict=False)] + value[
+        len(menders) :
+    ]
+
+
+def _values(mend: _Mend, value: object) -> object:
+    return {k: mend(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+
+def _members(menders: dict[str, _Mend], value: object) -> object:
+    if not isinstance(value, dict):
+        return value
+    return {k: menders[k](v) if k in menders else v for k, v in value.items()}
+
+
+def _integer(value: object) -> object:
+    """An integer written as text (``"-7"``, ``"1e3"``, ``"123.0"``) as the int it names."""
+    if not isinstance(value, str):
+        return value
+    try:
+        number = Decimal(bare(value))
+    except ArithmeticError:
+        return value
+    if number.is_finite() and number == number.to_integral_value():
+        return int(number)
+    return value
 
 
 class _EnumByName:
-    """A before-validator: a member's name (any case, dressed) or value becomes the member."""
+    """A before-validator: a member's name (any case, dressed, alone in a list) or value
+    becomes the member. `strict` raises for what names no member (the top level, whose message
+    lists the names); otherwise pydantic reports it."""
 
-    def __init__(self, cls: type[enum.Enum]) -> None:
+    def __init__(self, cls: type[enum.Enum], *, strict: bool = True) -> None:
         self.cls = cls
+        self.strict = strict
         self.names = {m.name.casefold(): m for m in cls}
         self.values = {str(m.value).casefold(): m for m in cls}
 
     def __call__(self, value: object) -> object:
+        if isinstance(value, list) and len(value) == 1:
+            value = value[0]
         if not isinstance(value, str):
             return value
         key = bare(value).casefold()
         member = self.names.get(key) or self.values.get(key)
-        if member is None:
+        if member is None and self.strict:
             raise ValueError(f"Input should be one of {', '.join(m.name for m in self.cls)}")
-        return member
+        return value if member is None else member
 
 
 class _LiteralAnyCase:

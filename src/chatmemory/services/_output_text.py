@@ -7,7 +7,7 @@ import json
 import re
 from collections.abc import Iterator
 
-__all__ = ["bare", "json_candidates", "line_items"]
+__all__ = ["bare", "bare_fence", "json_candidates", "line_items"]
 
 _FENCE = re.compile(r"```[ \t]*[\w+-]*[ \t]*\r?\n?(.*?)```", re.S)
 _OBJECT = re.compile(r'\{(?=\s*["}])')
@@ -37,12 +37,17 @@ def json_candidates(text: str, *, arrays: bool) -> Iterator[str]:
         yield text[start.start() : end]
 
 
+def bare_fence(text: str) -> str:
+    """The inside of the first code fence, or the whole text without one."""
+    fence = _FENCE.search(text)
+    return fence.group(1) if fence is not None else text
+
+
 def bare(text: str) -> str:
     """A one-value answer without its dressing: code fences, surrounding quotes or brackets,
     emphasis and closing punctuation (``'"POSITIVE".'`` and ``["POSITIVE"]`` are
     ``POSITIVE``)."""
-    fence = _FENCE.search(text)
-    value = fence.group(1) if fence is not None else text
+    value = bare_fence(text)
     while True:
         stripped = value.strip(_DRESS)
         if stripped == value:
@@ -53,8 +58,7 @@ def bare(text: str) -> str:
 def line_items(text: str) -> list[str]:
     """One item per non-blank line, trimmed; list markers (``- ``, ``* ``, ``1. ``) are removed
     when every line has one."""
-    fence = _FENCE.search(text)
-    body = fence.group(1) if fence is not None else text
+    body = bare_fence(text)
     lines = [line.strip() for line in body.splitlines() if line.strip()]
     if lines and all(_MARKER.match(line) for line in lines):
         lines = [_MARKER.sub("", line, count=1) for line in lines]

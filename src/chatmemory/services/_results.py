@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeAlias, TypeVar
@@ -13,6 +13,7 @@ from ..models._events import CompleteToolCall, PartialText, PartialThinking, Par
 
 __all__ = [
     "AsyncTokenStream",
+    "Finished",
     "Result",
     "Retrieved",
     "ServiceEvent",
@@ -86,24 +87,35 @@ ServiceEvent: TypeAlias = (
 `ChatResponse`) and, between model calls, the tools that ran."""
 
 
+@dataclass(frozen=True, slots=True)
+class Finished(Generic[T]):
+    """The last item of an async stream of a turn: what it produced."""
+
+    value: T
+
+
 class TokenStream:
     """The events of a streaming service call; once iterated to the end, `result` is the
     call's `Result[str]`.
 
-    Nothing runs before iteration starts. The turn is stored when the stream completes; a stream
-    abandoned half-way (a `break`, `close()`) stores nothing.
+    Nothing runs before iteration starts. The turn is stored before the last text and the
+    final response are handed on (reading them means the call is complete and the memory id
+    free again); a stream abandoned earlier (a `break`, `close()`) stores nothing.
     """
 
-    def __init__(self, events: Callable[[], Iterator[ServiceEvent]], holder: list[Result[str]]):
+    def __init__(self, events: Callable[[], Generator[ServiceEvent, None, Result[str]]]) -> None:
         self._events = events
-        self._holder = holder
         self._started = False
+        self._result: Result[str] | None = None
 
     def __iter__(self) -> Iterator[ServiceEvent]:
         if self._started:
             raise RuntimeError("a TokenStream can be iterated once; call the method again")
         self._started = True
-        return self._events()
+        return self._run()
+
+    def _run(self) -> Iterator[ServiceEvent]:
+        self._result = yield from self._events()
 
     def text(self) -> Iterator[str]:
         """Only the answer's text, piece by piece."""
@@ -114,26 +126,33 @@ class TokenStream:
     @property
     def result(self) -> Result[str]:
         """The call's `Result`, available once the stream is complete."""
-        if not self._holder:
+        if self._result is None:
             raise RuntimeError("the TokenStream has not completed: iterate it to the end first")
-        return self._holder[0]
+        return self._result
 
 
 class AsyncTokenStream:
     """`TokenStream` for ``async for``."""
 
     def __init__(
-        self, events: Callable[[], AsyncIterator[ServiceEvent]], holder: list[Result[str]]
+        self, events: Callable[[], AsyncIterator[ServiceEvent | Finished[Result[str]]]]
     ) -> None:
         self._events = events
-        self._holder = holder
         self._started = False
+        self._result: Result[str] | None = None
 
     def __aiter__(self) -> AsyncIterator[ServiceEvent]:
         if self._started:
             raise RuntimeError("an AsyncTokenStream can be iterated once; call the method again")
         self._started = True
-        return self._events()
+        return self._run()
+
+    async def _run(self) -> AsyncIterator[ServiceEvent]:
+        async for item in self._events():
+            if isinstance(item, Finished):
+                self._result = item.value
+            else:
+                yield item
 
     async def text(self) -> AsyncIterator[str]:
         """Only the answer's text, piece by piece."""
@@ -144,8 +163,8 @@ class AsyncTokenStream:
     @property
     def result(self) -> Result[str]:
         """The call's `Result`, available once the stream is complete."""
-        if not self._holder:
+        if self._result is None:
             raise RuntimeError(
                 "the AsyncTokenStream has not completed: iterate it to the end first"
             )
-        return self._holder[0]
+        return self._result

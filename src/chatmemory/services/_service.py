@@ -1,90 +1,84 @@
 """`ai_service`: an object implementing a declared Protocol (or ABC) by calling a chat model with
-per-user memory."""
+per-user memory.
+
+`ai_service` resolves its settings once (`_context.resolve`); a call of a declared method is read
+into a `_Call` (whose memory, the messages) and run as one turn (`_turn.turn`) by the driver of
+its mode (`_drivers`) against a port (`_ports`).
+"""
 
 from __future__ import annotations
 
-import concurrent.futures
+import asyncio
+import contextlib
 import dataclasses
 import functools
 import inspect
-import threading
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+import logging
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeVar, cast, runtime_checkable
+from typing import Any, Literal, TypeVar, cast
 
 from .._errors import ConfigurationError
 from .._messages import (
-    ChatMessage,
-    Content,
     SystemMessage,
     TextContent,
     ToolExecutionRequest,
     UserMessage,
 )
 from .._prompts import Clock, PromptTemplate
-from ..models import (
-    Capability,
-    ChatParameters,
-    ChatRequest,
-    ChatResponse,
-    PartialText,
-    ResponseFormat,
-    ToolSpecification,
-)
-from ..rag import ContentRetriever, DefaultRetrievalAugmentor, RetrievalAugmentor
+from .._threads import in_thread
+from ..models import Capability, ChatParameters, ChatResponse, PartialText
+from ..models._values import ToolChoice
+from ..rag import ContentRetriever, RetrievalAugmentor
 from ..recall import SemanticRecall
-from ..tools import AsyncToolProvider, Tool, ToolContext, ToolProvider
-from ..tools._collect import collect_tools
-from ..working import WorkingMemory
+from ..titles import ConversationTitles
+from ..tools import AsyncToolProvider, ToolContext, ToolProvider
+from ..working import RecordStore, WorkingMemory
+from ._approval import (
+    ApprovalAccess,
+    Decisions,
+    PendingApproval,
+    Resumed,
+    Suspension,
+    key_of,
+)
+from ._context import (
+    DEFAULT_MEMORY_ID,
+    ChatMemoryAccess,
+    ServiceContext,
+    capabilities_of,
+    resolve,
+)
 from ._declaration import (
-    CONTENT_TYPES,
-    Declaration,
     MethodPlan,
     Returns,
     memory_id_of,
     read_declaration,
+    user_message_of,
 )
-from ._memories import AnyMemory, ChatMemoryProvider, Memories, is_async_memory
+from ._drivers import arun, astream, run, stream
+from ._memories import AnyMemory, ChatMemoryProvider, is_async_memory
+from ._ports import AsyncPort, SyncPort
 from ._recalling import RecallStep
-from ._results import AsyncTokenStream, Result, ServiceEvent, TokenStream, ToolExecution
-from ._titles import ConversationTitles
-from ._tooling import ArgumentsHandler, ErrorHandler, Toolbox, ToolOptions, UnknownToolHandler
-from ._turn import (
-    AsyncPort,
-    Outcome,
-    Retrieval,
-    SyncPort,
-    TurnInput,
-    TurnTools,
-    adrive,
-    drive,
-    turn,
+from ._results import (
+    AsyncTokenStream,
+    Finished,
+    Result,
+    ServiceEvent,
+    TokenStream,
+    ToolExecution,
 )
+from ._tooling import ArgumentsHandler, ErrorHandler, UnknownToolHandler
+from ._turn import InputGuardrail, Outcome, OutputGuardrail, TurnInput, turn
 from ._working import WorkingStep
 
 __all__ = ["ChatMemoryAccess", "ai_service"]
 
 S = TypeVar("S")
 
-DEFAULT_MEMORY_ID = "default"
+log = logging.getLogger("chatmemory.services")
 
-
-@runtime_checkable
-class ChatMemoryAccess(Protocol):
-    """What every service object offers beside its declared methods; derive a declaration from
-    it to have mypy know them too."""
-
-    def get_chat_memory(self, memory_id: str = DEFAULT_MEMORY_ID) -> Any:
-        """The memory of `memory_id` (made by the provider if it was not yet)."""
-        ...
-
-    def evict_chat_memory(self, memory_id: str) -> bool:
-        """Forget the memory object of `memory_id` (its stored messages stay); True if it was
-        cached."""
-        ...
-
-
-_RESERVED = frozenset({"get_chat_memory", "evict_chat_memory"})
+_RESERVED = frozenset({"get_chat_memory", "evict_chat_memory", "resume", "aresume"})
 
 
 def ai_service(
@@ -117,6 +111,14 @@ def ai_service(
     working_memory: WorkingMemory[Any] | None = None,
     titles: ConversationTitles | None = None,
     semantic_recall: SemanticRecall | None = None,
+    input_guardrails: Iterable[InputGuardrail] = (),
+    output_guardrails: Iterable[OutputGuardrail] = (),
+    guardrail_retries: int = 2,
+    tool_choice: ToolChoice | None = None,
+    tool_retries: int | None = None,
+    tool_timeout: float | None = None,
+    requires_approval: Callable[[ToolExecutionRequest], bool] | None = None,
+    approvals: RecordStore | None = None,
 ) -> S:
     """An object implementing the methods `cls` declares by calling the model.
 
@@ -144,6 +146,22 @@ def ai_service(
       tools decided per call (an MCP server's, for instance). The model's tool calls run and their
       results go back to it until it answers, at most `max_tool_calling_round_trips` times;
       several calls of one answer run at once with `execute_tools_concurrently=True`.
+      `tool_retries`: how many times one call may send the model back to a tool (the tool
+      raised `ModelRetry("what to fix")`, whose message the model gets, or its arguments did not
+      fit) before the call fails with `ModelBehaviourError`; `tool_timeout`: the seconds a tool
+      call may take before the model is told it did not finish. A tool's own
+      `@tool(retries=..., timeout=...)` wins; both are unlimited by default.
+    * Tool approval: a call whose model calls a tool marked `@tool(requires_approval=True)` (or
+      one `requires_approval(request)` says True of) stops before any tool of that round runs,
+      raising `ApprovalRequired` (nothing stored). Its `pending.requests` wait for a decision;
+      ``service.resume(pending, {call_id: True | False | "why not"})`` (``await
+      service.aresume(...)`` for an async method) runs the round (a denied call's result tells
+      the model so) and the call goes on, returning what the method returns. The stopped call
+      is kept in `approvals` (a `RecordStore`; by default in this process's memory), so
+      another process with the same store can resume it; each is resumed once.
+      `tool_choice`: ``"auto"`` (the default), ``"required"``, ``"none"`` or a tool's name, for
+      every method without `@tool_choice(...)`; ``"required"`` and a name hold for a turn's
+      first model call only.
     * What the model hears when a call goes wrong: `on_invalid_arguments(error, request)`,
       `on_tool_error(error, request)` and `on_unknown_tool(request, tool_names)` return the text
       (or raise to end the call; `on_unknown_tool="raise"` does). By default the error's text
@@ -168,91 +186,60 @@ def ai_service(
       that left the window come back at the end of the system message of the turn's model calls
       (never stored); the turn's messages are indexed once it is stored. With ``scope="user"``
       a parameter marked ``Annotated[str, UserId]`` says whose conversations are searched.
+    * `input_guardrails`: functions of the call's `UserMessage`, run in order before anything
+      else: None passes it, a text or a `UserMessage` replaces it (stored and sent), raising
+      `GuardrailError` refuses the call. `output_guardrails`: functions of the answer as the
+      method returns it (its text for a method returning the message itself): None passes it,
+      another value replaces it, raising `ModelRetry("what to fix")` asks the model again with
+      that message (at most `guardrail_retries` times, then `GuardrailError`), raising
+      `GuardrailError` refuses. A refused call stores nothing. In a streaming method the output
+      guardrails see the complete answer; an answer sent back is followed by the new one.
     """
-    if titles is not None and not isinstance(titles, ConversationTitles):
-        raise ConfigurationError(f"`titles` must be ConversationTitles, got {titles!r}")
-    if semantic_recall is not None and not isinstance(semantic_recall, SemanticRecall):
-        raise ConfigurationError(
-            f"`semantic_recall` must be a SemanticRecall, got {semantic_recall!r}"
-        )
-    if chat_model is None and streaming_chat_model is None:
-        raise ConfigurationError(
-            "ai_service() needs a model: pass chat_model=... (e.g. OpenAiChatModel(model=...)) "
-            "or streaming_chat_model=..."
-        )
-    if chat_memory is not None and chat_memory_provider is not None:
-        raise ConfigurationError(
-            "pass chat_memory (one memory for every call) or chat_memory_provider (one per "
-            "memory id), not both"
-        )
-    if not _count(output_retries, minimum=0):
-        raise ConfigurationError(f"`output_retries` must be an int >= 0, got {output_retries!r}")
-    if not _count(max_cached_memories, minimum=1):
-        raise ConfigurationError(
-            f"`max_cached_memories` must be a positive int, got {max_cached_memories!r}"
-        )
-    if parameters is not None and not isinstance(parameters, ChatParameters):
-        raise ConfigurationError(f"`parameters` must be ChatParameters, got {parameters!r}")
-    if not _count(max_tool_calling_round_trips, minimum=1):
-        raise ConfigurationError(
-            f"`max_tool_calling_round_trips` must be a positive int, got "
-            f"{max_tool_calling_round_trips!r}"
-        )
-    if on_unknown_tool is not None and on_unknown_tool != "raise" and not callable(on_unknown_tool):
-        raise ConfigurationError(
-            f"`on_unknown_tool` is a function of (request, tool names) or 'raise', got "
-            f"{on_unknown_tool!r}"
-        )
-    augmentor = _augmentor(retrieval_augmentor, content_retriever)
-    retrieval = None
-    if augmentor is not None:
-        retrieval = Retrieval(
-            store_in_memory=bool(store_retrieved_content_in_memory),
-            when_nothing=_when_nothing(answer_when_nothing_retrieved),
-        )
-    elif answer_when_nothing_retrieved is not None:
-        raise ConfigurationError(
-            "`answer_when_nothing_retrieved` needs retrieval: pass content_retriever=... or "
-            "retrieval_augmentor=..."
-        )
-    tool_options = ToolOptions(
-        max_round_trips=max_tool_calling_round_trips,
-        concurrent=bool(execute_tools_concurrently),
-        on_invalid_arguments=on_invalid_arguments,
-        on_tool_error=on_tool_error,
-        on_unknown_tool=on_unknown_tool,
-        before=before_tool_execution,
-        after=after_tool_execution,
-    )
     declaration = read_declaration(
         cls,
         has_system_provider=system_message_provider is not None,
         reserved=_RESERVED,
         clock=clock,
     )
-    runtime = _Runtime(
+    context = resolve(
         declaration,
         chat_model=chat_model,
         streaming_chat_model=streaming_chat_model,
-        memories=Memories(
-            memory=chat_memory, provider=chat_memory_provider, limit=max_cached_memories
-        ),
+        chat_memory=chat_memory,
+        chat_memory_provider=chat_memory_provider,
         system_message_provider=system_message_provider,
         moderation_model=moderation_model,
         parameters=parameters,
         output_retries=output_retries,
         keep_user_message_on_error=keep_user_message_on_error,
+        max_cached_memories=max_cached_memories,
         clock=clock,
-        tools=_with_working_memory(collect_tools(tools), working_memory),
-        tool_providers=_providers(tool_providers),
-        tool_options=tool_options,
-        augmentor=augmentor,
-        retrieval=retrieval,
+        tools=tools,
+        tool_providers=tool_providers,
+        max_tool_calling_round_trips=max_tool_calling_round_trips,
+        execute_tools_concurrently=execute_tools_concurrently,
+        on_invalid_arguments=on_invalid_arguments,
+        on_tool_error=on_tool_error,
+        on_unknown_tool=on_unknown_tool,
+        before_tool_execution=before_tool_execution,
+        after_tool_execution=after_tool_execution,
+        retrieval_augmentor=retrieval_augmentor,
+        content_retriever=content_retriever,
+        store_retrieved_content_in_memory=store_retrieved_content_in_memory,
+        answer_when_nothing_retrieved=answer_when_nothing_retrieved,
         working_memory=working_memory,
         titles=titles,
         semantic_recall=semantic_recall,
+        input_guardrails=input_guardrails,
+        output_guardrails=output_guardrails,
+        guardrail_retries=guardrail_retries,
+        tool_choice=tool_choice,
+        tool_retries=tool_retries,
+        tool_timeout=tool_timeout,
+        requires_approval=requires_approval,
+        approvals=approvals,
     )
-    return cast(S, runtime.build())
+    return cast(S, _Service(context).build())
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,118 +253,45 @@ class _Call:
     user_id: str | None = None
 
 
-class _Runtime:
-    def __init__(
-        self,
-        declaration: Declaration,
-        *,
-        chat_model: object | None,
-        streaming_chat_model: object | None,
-        memories: Memories,
-        system_message_provider: Callable[[str], str | None] | None,
-        moderation_model: object | None,
-        parameters: ChatParameters | None,
-        output_retries: int,
-        keep_user_message_on_error: bool,
-        clock: Clock | None,
-        tools: list[Tool],
-        tool_providers: tuple[ToolProvider | AsyncToolProvider, ...],
-        tool_options: ToolOptions,
-        augmentor: RetrievalAugmentor | None,
-        retrieval: Retrieval | None,
-        working_memory: WorkingMemory[Any] | None = None,
-        titles: ConversationTitles | None = None,
-        semantic_recall: SemanticRecall | None = None,
-    ) -> None:
-        self.declaration = declaration
-        self.semantic_recall = semantic_recall
-        self.augmentor = augmentor
-        self.retrieval = retrieval
-        self.working_memory = working_memory
-        self.unstored_tools = frozenset(
-            [working_memory.tool_name] if working_memory is not None else []
-        )
-        self.titles = titles
-        self.tools = tuple(tools)
-        self.tool_providers = tool_providers
-        self.tool_options = tool_options
-        self.chat_model = chat_model
-        self.streaming_chat_model = streaming_chat_model or chat_model
-        self.memories = memories
-        self.system_message_provider = system_message_provider
-        self.moderation_model = moderation_model
-        self.parameters = parameters
-        self.output_retries = output_retries
-        self.keep_user = keep_user_message_on_error
-        self.clock = clock
-        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
-        self._executor_lock = threading.Lock()
-        name = declaration.cls.__name__
-        if declaration.uses_memory_id and memories.provider is None:
-            where = next(p.where for p in declaration.methods.values() if p.memory_param)
-            raise ConfigurationError(
-                f"{where} marks a parameter MemoryId, but the service has "
-                + (
-                    "one shared chat_memory, so every user would share one conversation"
-                    if memories.shared is not None
-                    else "no memory"
-                )
-                + f": pass chat_memory_provider=lambda memory_id: ...(id=memory_id, ...) to "
-                f"ai_service({name}, ...)"
-            )
-        if issubclass(declaration.cls, ChatMemoryAccess) and not memories.configured:
-            raise ConfigurationError(
-                f"{name} derives from ChatMemoryAccess, but the service has no memory: pass "
-                f"chat_memory_provider=... (or chat_memory=...) to ai_service({name}, ...)"
-            )
-        if (self.tools or tool_providers) and chat_model is not None:
-            capabilities = _capabilities(chat_model)
-            if capabilities and Capability.TOOLS not in capabilities:
-                raise ConfigurationError(
-                    f"the service has tools, but {chat_model!r} does not declare "
-                    f"Capability.TOOLS: use a model that calls tools"
-                )
-        for plan in declaration.methods.values():
-            self._check_models(plan)
-            if working_memory is not None and working_memory.scope == "user":
-                _check_user_id(plan)
-            if plan.moderated and moderation_model is None:
-                raise ConfigurationError(
-                    f"{plan.where} is marked @moderate, but the service has no moderation "
-                    f"model: pass moderation_model=... (e.g. OpenAiModerationModel())"
-                )
-            if plan.moderated and not _has(moderation_model, "moderate"):
-                if not _has(moderation_model, "amoderate"):
-                    raise ConfigurationError(
-                        f"{moderation_model!r} is not a moderation model: it needs "
-                        f"moderate(messages) or amoderate(messages)"
-                    )
-                if not plan.asynchronous:
-                    raise ConfigurationError(
-                        f"{plan.where} is a sync @moderate method, but {moderation_model!r} "
-                        f"only has amoderate: declare the method `async def`, or give a "
-                        f"moderation model with moderate(messages)"
-                    )
+class _Service:
+    """The running service: builds the implementing object, reads calls, runs turns."""
+
+    def __init__(self, context: ServiceContext) -> None:
+        self.context = context
+        self.memories = context.memories
 
     # -- building --------------------------------------------------------------------------
 
     def build(self) -> Any:
-        cls = self.declaration.cls
+        cls = self.context.declaration.cls
         namespace: dict[str, object] = {
-            name: self._method(plan) for name, plan in self.declaration.methods.items()
+            name: self._method(plan) for name, plan in self.context.declaration.methods.items()
         }
-        runtime = self
+        service = self
 
         def get_chat_memory(_self: object, memory_id: str = DEFAULT_MEMORY_ID) -> AnyMemory:
-            return runtime.get_chat_memory(memory_id)
+            return service.get_chat_memory(memory_id)
 
         def evict_chat_memory(_self: object, memory_id: str) -> bool:
-            return runtime.memories.evict(memory_id)
+            return service.memories.evict(memory_id)
 
         get_chat_memory.__doc__ = ChatMemoryAccess.get_chat_memory.__doc__
         evict_chat_memory.__doc__ = ChatMemoryAccess.evict_chat_memory.__doc__
         namespace["get_chat_memory"] = get_chat_memory
         namespace["evict_chat_memory"] = evict_chat_memory
+
+        def resume(_self: object, pending: PendingApproval | str, decisions: Decisions) -> Any:
+            return service.resume(pending, decisions)
+
+        async def aresume(
+            _self: object, pending: PendingApproval | str, decisions: Decisions
+        ) -> Any:
+            return await service.aresume(pending, decisions)
+
+        resume.__doc__ = ApprovalAccess.resume.__doc__
+        aresume.__doc__ = ApprovalAccess.aresume.__doc__
+        namespace["resume"] = resume
+        namespace["aresume"] = aresume
         namespace["__repr__"] = lambda _self: f"<{cls.__name__} AI service>"
         namespace["__module__"] = cls.__module__
         namespace["__doc__"] = cls.__doc__
@@ -385,7 +299,7 @@ class _Runtime:
         return object.__new__(implementation)
 
     def _method(self, plan: MethodPlan) -> Callable[..., Any]:
-        function = getattr(self.declaration.cls, plan.name)
+        function = getattr(self.context.declaration.cls, plan.name)
         if plan.is_async:
 
             async def call_async(_self: object, *args: object, **kwargs: object) -> object:
@@ -413,22 +327,50 @@ class _Runtime:
         assert memory is not None
         return memory
 
-    def _check_models(self, plan: MethodPlan) -> None:
-        chat, stream = self.chat_model, self.streaming_chat_model
-        if plan.returns.streams:
-            needed = "astream" if plan.asynchronous else "stream"
-            ok = _has(stream, needed)
-        elif plan.asynchronous:
-            needed = "achat, astream or chat"
-            ok = _has(chat, "achat") or _has(chat, "chat") or _has(stream, "astream")
-        else:
-            needed = "chat or stream"
-            ok = _has(chat, "chat") or _has(stream, "stream")
-        if not ok:
+    # -- resuming a call stopped for approval ----------------------------------------------
+
+    def resume(self, pending: PendingApproval | str, decisions: Decisions) -> object:
+        plan, call, resumed = self._taken(pending, decisions, asynchronous=False)
+        return self._call(plan, call, resumed)
+
+    async def aresume(self, pending: PendingApproval | str, decisions: Decisions) -> object:
+        plan, call, resumed = await in_thread(self._taken, pending, decisions, asynchronous=True)
+        return await self._acall(plan, call, resumed)
+
+    def _taken(
+        self, pending: PendingApproval | str, decisions: Decisions, *, asynchronous: bool
+    ) -> tuple[MethodPlan, _Call, Resumed]:
+        """The stopped call, its decisions checked, taken from the approvals store (so no other
+        resume runs it)."""
+        pending_id = pending.id if isinstance(pending, PendingApproval) else pending
+        store = self.context.approvals
+        record = store.load(key_of(pending_id)) if store is not None else None
+        if store is None or record is None:
             raise ConfigurationError(
-                f"{plan.where} needs a model with {needed}(): pass one as "
-                + ("streaming_chat_model" if plan.returns.streams else "chat_model")
+                f"no call {pending_id!r} waits for approval here: it was resumed already, or "
+                f"stopped in a service with another approvals store"
             )
+        suspension = Suspension.loads(pending_id, record.text)
+        plan = self.context.declaration.methods.get(suspension.method)
+        if plan is None:
+            raise ConfigurationError(
+                f"the call {pending_id!r} stopped in a method {suspension.method!r} this "
+                f"service does not declare"
+            )
+        if plan.is_async != asynchronous:
+            verb = "await service.aresume(...)" if plan.is_async else "service.resume(...)"
+            raise ConfigurationError(f"{plan.where} stopped for approval: resume it with {verb}")
+        resumed = suspension.resumed(decisions)
+        if not store.delete(suspension.key):
+            raise ConfigurationError(f"the call {pending_id!r} was resumed already")
+        call = _Call(
+            suspension.memory_id,
+            suspension.system,
+            suspension.stored,
+            self.context.parameters,
+            suspension.user_id,
+        )
+        return plan, call, resumed
 
     # -- reading a call --------------------------------------------------------------------
 
@@ -436,7 +378,7 @@ class _Runtime:
         try:
             bound = plan.signature.bind(None, *args, **kwargs)
         except TypeError as error:
-            raise ConfigurationError(f"{plan.where}(...): {error}") from None
+            raise TypeError(f"{plan.where}(...): {error}") from None
         bound.apply_defaults()
         arguments = dict(bound.arguments)
         extra = arguments.pop(_var_keyword(plan.signature) or "", {})
@@ -452,13 +394,17 @@ class _Runtime:
             else DEFAULT_MEMORY_ID
         )
         user_id = arguments[plan.user_id_param] if plan.user_id_param is not None else None
-        if user_id is None and plan.user_id_param is not None and self.working_memory is not None:
+        if (
+            user_id is None
+            and plan.user_id_param is not None
+            and self.context.working_memory is not None
+        ):
             raise ConfigurationError(
                 f"{plan.where}: the UserId ({plan.user_id_param!r}) is None, but the working "
                 f"memory is per user: pass the user's id"
             )
         system = self._system(plan, memory_id, values)
-        user = self._user(plan, arguments, values)
+        user = self._user(plan, arguments, values, cast(Mapping[str, object], extra))
         return _Call(
             memory_id,
             system,
@@ -471,240 +417,229 @@ class _Runtime:
         """The service's parameters, overridden field by field by a ChatParameters argument."""
         given = arguments[plan.parameters_param] if plan.parameters_param else None
         if given is None:
-            return self.parameters
+            return self.context.parameters
         if not isinstance(given, ChatParameters):
             raise ConfigurationError(
                 f"{plan.where}: {plan.parameters_param!r} must be ChatParameters, got {given!r}"
             )
-        return given if self.parameters is None else self.parameters.merged(given)
+        return given if self.context.parameters is None else self.context.parameters.merged(given)
 
     def _system(
         self, plan: MethodPlan, memory_id: str, values: dict[str, object]
     ) -> SystemMessage | None:
         template = plan.system
-        if template is None and self.system_message_provider is not None:
-            text = self.system_message_provider(memory_id)
+        if template is None and self.context.system_message_provider is not None:
+            text = self.context.system_message_provider(memory_id)
             if text is None or not text.strip():
                 return None
-            template = PromptTemplate(text, clock=self.clock)
+            template = PromptTemplate(text, clock=self.context.clock)
         text = template.apply(values).text if template is not None else ""
         return SystemMessage(text) if text else None
 
     def _user(
-        self, plan: MethodPlan, arguments: dict[str, object], values: dict[str, object]
+        self,
+        plan: MethodPlan,
+        arguments: dict[str, object],
+        values: dict[str, object],
+        extra: Mapping[str, object],
     ) -> UserMessage:
-        if plan.user is not None:
-            text: str | None = plan.user.apply(values).text
-        elif plan.user_param is not None:
-            value = arguments[plan.user_param]
-            if value is None:
-                raise ConfigurationError(
-                    f"{plan.where}: the user message ({plan.user_param!r}) is None; pass text"
-                )
-            text = value if isinstance(value, str) else str(value)
-        else:
-            text = None
-        contents: list[Content] = [TextContent(text)] if text is not None else []
-        for name in plan.content_params:
-            value = arguments[name]
-            if value is None:
-                continue
-            contents.extend(_contents(plan, name, value))
-        if not contents:
-            raise ConfigurationError(f"{plan.where}: the call has no user message content")
-        name_value = arguments[plan.user_name_param] if plan.user_name_param else None
-        return UserMessage(contents=contents, name=None if name_value is None else str(name_value))
+        text = plan.user.apply(values).text if plan.user is not None else None
+        return user_message_of(plan, arguments, extra, text)
 
     # -- running a turn --------------------------------------------------------------------
 
-    def _input(self, plan: MethodPlan, call: _Call, model: object) -> TurnInput:
-        schema = (
-            plan.output is not None
-            and not plan.output.is_text
-            and Capability.RESPONSE_FORMAT_JSON_SCHEMA in _capabilities(model)
-        )
-        parameters = call.parameters
-
-        def build(
-            messages: list[ChatMessage],
-            response_format: ResponseFormat | None,
-            tools: tuple[ToolSpecification, ...],
-        ) -> ChatRequest:
-            return ChatRequest(
-                messages, tools=tools, response_format=response_format, parameters=parameters
-            )
-
+    def _input(
+        self,
+        plan: MethodPlan,
+        call: _Call,
+        memory: AnyMemory | None,
+        *,
+        forward: bool,
+        resumed: Resumed | None = None,
+    ) -> TurnInput:
+        """The turn of a call: everything it decides by, in one value."""
+        context = self.context
+        models = context.models
+        output = plan.output
+        recalling = context.semantic_recall is not None and memory is not None
         return TurnInput(
             system=call.system,
             user=call.user,
-            output=plan.output if plan.returns in (Returns.VALUE, Returns.RESULT) else None,
-            schema=schema,
-            moderated=plan.moderated,
-            output_retries=self.output_retries,
-            keep_user_message_on_error=self.keep_user,
-            build_request=build,
-            tools=self.tool_options,
-            retrieval=self.retrieval,
             memory_id=call.memory_id,
-            unstored_tools=self.unstored_tools,
+            output=output if plan.returns in (Returns.VALUE, Returns.RESULT) else None,
+            schema=output is not None
+            and not output.is_text
+            and Capability.RESPONSE_FORMAT_JSON_SCHEMA in capabilities_of(models.answering(plan)),
+            parameters=call.parameters,
+            streaming=models.streams(plan),
+            forward=forward,
+            moderated=plan.moderated,
+            output_retries=context.output_retries,
+            keep_user_message_on_error=context.keep_user_message_on_error,
+            memory=memory is not None,
+            fits=getattr(memory, "fits", None),
+            limit=repr(memory) if memory is not None else "",
+            tools=context.tools,
+            providers=context.tool_providers,
+            tool_context=ToolContext(call.memory_id, call.user_id),
+            tool_options=context.tool_options,
+            unstored_tools=context.unstored_tools,
+            retrieval=context.retrieval,
+            working=context.working_memory is not None,
+            recall=context.semantic_recall.block if recalling and context.semantic_recall else None,
+            input_guardrails=context.input_guardrails,
+            output_guardrails=context.output_guardrails,
+            guardrail_retries=context.guardrail_retries,
+            method=plan.name,
+            user_id=call.user_id,
+            needs_approval=context.needs_approval,
+            resumed=resumed,
+            tool_choice=plan.tool_choice or context.tool_choice,
         )
 
-    def _tools(self, call: _Call) -> TurnTools:
-        toolbox = None
-        if self.tools or self.tool_providers:
-            context = ToolContext(call.memory_id, call.user_id)
-            toolbox = Toolbox(self.tools, self.tool_providers, context)
-        return TurnTools(toolbox, self.tool_options)
+    def _working(self, call: _Call) -> WorkingStep | None:
+        memory = self.context.working_memory
+        if memory is None:
+            return None
+        return WorkingStep(memory, memory.key_of(call.memory_id, call.user_id))
 
-    def _sync_port(self, plan: MethodPlan, call: _Call) -> SyncPort:
-        memory = self.memories.get(call.memory_id)
+    def _recalling(self, call: _Call, memory: AnyMemory | None) -> RecallStep | None:
+        recall = self.context.semantic_recall
+        if recall is None or memory is None:
+            return None
+        query = " ".join(c.text for c in call.user.contents if isinstance(c, TextContent))
+        store = memory.store  # type: ignore[union-attr]
+        return RecallStep(
+            recall, store, is_async_memory(memory), call.memory_id, call.user_id, query
+        )
+
+    def _sync_port(self, plan: MethodPlan, call: _Call, memory: AnyMemory | None) -> SyncPort:
         if memory is not None and is_async_memory(memory):
             raise ConfigurationError(
                 f"{plan.where} is a sync method but the memory of this call is async "
                 f"({memory!r}): declare the method `async def`, or give it a sync memory"
             )
-        chat = getattr(self.chat_model, "chat", None)
-        stream = getattr(self.streaming_chat_model, "stream", None)
-        moderate = getattr(self.moderation_model, "moderate", None)
+        models = self.context.models
         return SyncPort(
-            memory,
-            chat,
-            stream,
-            moderate,
-            self._pool,
-            self._tools(call),
-            self.augmentor,
-            self._recall(call),
+            cast("Any", memory),
+            models.chat,
+            models.stream,
+            models.moderate,
+            self.context.augmentor,
+            self._recalling(call, memory),
             self._working(call),
+            self.context.approvals,
         )
 
-    def _async_port(self, call: _Call) -> AsyncPort:
-        memory = self.memories.get(call.memory_id)
-        achat = getattr(self.chat_model, "achat", None)
-        chat = achat or getattr(self.chat_model, "chat", None)
-        astream = getattr(self.streaming_chat_model, "astream", None)
-        amoderate = getattr(self.moderation_model, "amoderate", None)
-        moderate = amoderate or getattr(self.moderation_model, "moderate", None)
+    def _async_port(self, call: _Call, memory: AnyMemory | None) -> AsyncPort:
+        models = self.context.models
         return AsyncPort(
             memory,
-            memory is not None and is_async_memory(memory),
-            chat if achat is not None or astream is None else None,
-            achat is not None,
-            astream,
-            moderate,
-            amoderate is not None,
-            self._tools(call),
-            self.augmentor,
-            self._recall(call),
+            models.achat or models.chat,
+            models.astream,
+            models.amoderate or models.moderate,
+            self.context.augmentor,
+            self._recalling(call, memory),
             self._working(call),
+            self.context.approvals,
         )
 
-    def _working(self, call: _Call) -> WorkingStep | None:
-        if self.working_memory is None:
-            return None
-        key = self.working_memory.key_of(call.memory_id, call.user_id)
-        return WorkingStep(self.working_memory, key)
+    def _call(self, plan: MethodPlan, call: _Call, resumed: Resumed | None = None) -> object:
+        if plan.asynchronous:  # a plain def returning an async stream
+            if plan.returns is Returns.TOKEN_STREAM:
+                return AsyncTokenStream(lambda: self._aevents(plan, call, resumed))
+            return _atexts(self._aevents(plan, call, resumed))
+        if plan.returns is Returns.TOKEN_STREAM:
+            return TokenStream(lambda: self._events(plan, call, resumed))
+        if plan.returns is Returns.TEXT_STREAM:
+            return _texts(self._events(plan, call, resumed))
+        with self.memories.hold(call.memory_id):
+            memory = self.memories.get(call.memory_id)
+            port = self._sync_port(plan, call, memory)
+            outcome = run(
+                turn(self._input(plan, call, memory, forward=False, resumed=resumed)), port
+            )
+        self._title(call, outcome)
+        return _shape(plan, outcome)
 
-    def _recall(self, call: _Call) -> RecallStep | None:
-        if self.semantic_recall is None:
-            return None
-        query = " ".join(c.text for c in call.user.contents if isinstance(c, TextContent))
-        return RecallStep(self.semantic_recall, call.memory_id, call.user_id, query)
+    def _events(
+        self, plan: MethodPlan, call: _Call, resumed: Resumed | None = None
+    ) -> Generator[ServiceEvent, None, Result[str]]:
+        """A streaming call's events. The turn's lock is let go, and the turn stored, before
+        the last text and the final response are handed on (`Outcome.tail`)."""
+        with self.memories.hold(call.memory_id):
+            memory = self.memories.get(call.memory_id)
+            port = self._sync_port(plan, call, memory)
+            outcome = yield from stream(
+                turn(self._input(plan, call, memory, forward=True, resumed=resumed)), port
+            )
+        self._title(call, outcome)
+        yield from outcome.tail
+        return _text_result(outcome)
+
+    async def _acall(self, plan: MethodPlan, call: _Call, resumed: Resumed | None = None) -> object:
+        async with self.memories.ahold(call.memory_id):
+            memory = self.memories.get(call.memory_id)
+            port = self._async_port(call, memory)
+            outcome = await arun(
+                turn(self._input(plan, call, memory, forward=False, resumed=resumed)), port
+            )
+        await self._atitle(call, outcome)
+        return _shape(plan, outcome)
+
+    async def _aevents(
+        self, plan: MethodPlan, call: _Call, resumed: Resumed | None = None
+    ) -> AsyncIterator[ServiceEvent | Finished[Result[str]]]:
+        """`_events` for asyncio; the last item is the call's `Result`."""
+        async with self.memories.ahold(call.memory_id):
+            memory = self.memories.get(call.memory_id)
+            port = self._async_port(call, memory)
+            given = self._input(plan, call, memory, forward=True, resumed=resumed)
+            outcome: Outcome | None = None
+            async for item in astream(turn(given), port):
+                if isinstance(item, Finished):
+                    outcome = item.value
+                else:
+                    yield item
+        assert outcome is not None
+        await self._atitle(call, outcome)
+        for event in outcome.tail:
+            yield event
+        yield Finished(_text_result(outcome))
+
+    # -- titles ----------------------------------------------------------------------------
 
     def _title_input(self, call: _Call, outcome: Outcome) -> tuple[str, str] | None:
-        if self.titles is None or not outcome.responses:
+        if self.context.titles is None or not outcome.responses:
             return None
         user = "\n".join(c.text for c in call.user.contents if isinstance(c, TextContent))
         return user, outcome.responses[-1].ai_message.text or ""
 
     def _title(self, call: _Call, outcome: Outcome) -> None:
         given = self._title_input(call, outcome)
-        if self.titles is not None and given is not None:
-            self.titles.after_turn(call.memory_id, *given)
+        if self.context.titles is not None and given is not None:
+            self.context.titles.after_turn(call.memory_id, *given)
 
     async def _atitle(self, call: _Call, outcome: Outcome) -> None:
+        """The turn is stored: a cancel while a title is made in the foreground leaves it to
+        finish beside the caller, and the call returns."""
         given = self._title_input(call, outcome)
-        if self.titles is not None and given is not None:
-            await self.titles.aafter_turn(call.memory_id, *given)
-
-    def _pool(self) -> concurrent.futures.Executor:
-        with self._executor_lock:
-            if self._executor is None:
-                self._executor = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=32, thread_name_prefix="chatmemory-service"
-                )
-            return self._executor
-
-    def _call(self, plan: MethodPlan, call: _Call) -> object:
-        if plan.asynchronous:  # a plain def returning an async stream
-            aholder: list[Result[str]] = []
-            if plan.returns is Returns.TOKEN_STREAM:
-                return AsyncTokenStream(lambda: self._aevents(plan, call, aholder), aholder)
-            return _atexts(self._aevents(plan, call, aholder))
-        if plan.returns is Returns.TOKEN_STREAM:
-            holder: list[Result[str]] = []
-            return TokenStream(lambda: self._events(plan, call, holder), holder)
-        if plan.returns is Returns.TEXT_STREAM:
-            return _texts(self._events(plan, call, []))
-        with self.memories.hold(call.memory_id):
-            port = self._sync_port(plan, call)
-            model = self.chat_model if port.chat is not None else self.streaming_chat_model
-            events = drive(turn(self._input(plan, call, model)), port, forward=False)
-            outcome = _finish(events)
-        self._title(call, outcome)
-        return _shape(plan, outcome)
-
-    def _events(
-        self, plan: MethodPlan, call: _Call, holder: list[Result[str]]
-    ) -> Iterator[ServiceEvent]:
-        with self.memories.hold(call.memory_id):
-            port = self._sync_port(plan, call)
-            port.chat = None
-            given = self._input(plan, call, self.streaming_chat_model)
-            outcome = yield from drive(turn(given), port, forward=True)
-            holder.append(_text_result(outcome))
-        self._title(call, outcome)
-
-    async def _acall(self, plan: MethodPlan, call: _Call) -> object:
-        async with self.memories.ahold(call.memory_id):
-            port = self._async_port(call)
-            model = self.chat_model if port.chat is not None else self.streaming_chat_model
-            done: list[Outcome] = []
-            given = self._input(plan, call, model)
-            async for _ in adrive(turn(given), port, forward=False, done=done):
-                pass  # pragma: no cover - nothing is forwarded
-        await self._atitle(call, done[0])
-        return _shape(plan, done[0])
-
-    async def _aevents(
-        self, plan: MethodPlan, call: _Call, holder: list[Result[str]]
-    ) -> AsyncIterator[ServiceEvent]:
-        async with self.memories.ahold(call.memory_id):
-            port = self._async_port(call)
-            port.chat = None
-            given = self._input(plan, call, self.streaming_chat_model)
-            done: list[Outcome] = []
-            async for event in adrive(turn(given), port, forward=True, done=done):
-                yield event
-            holder.append(_text_result(done[0]))
-        await self._atitle(call, done[0])
+        if self.context.titles is None or given is None:
+            return
+        making = asyncio.ensure_future(self.context.titles.aafter_turn(call.memory_id, *given))
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(making)
 
 
-def _finish(events: Iterator[ServiceEvent]) -> Outcome:
-    while True:
-        try:
-            next(events)
-        except StopIteration as stop:
-            return cast(Outcome, stop.value)
-
-
-def _texts(events: Iterator[ServiceEvent]) -> Iterator[str]:
+def _texts(events: Generator[ServiceEvent, None, Result[str]]) -> Generator[str, None, None]:
     for event in events:
         if isinstance(event, PartialText):
             yield event.text
 
 
-async def _atexts(events: AsyncIterator[ServiceEvent]) -> AsyncIterator[str]:
+async def _atexts(
+    events: AsyncIterator[ServiceEvent | Finished[Result[str]]],
+) -> AsyncIterator[str]:
     async for event in events:
         if isinstance(event, PartialText):
             yield event.text
@@ -747,89 +682,6 @@ def _immediate(plan: MethodPlan, outcome: Outcome) -> object:
         f"{plan.where} ended with a tool's result (return_behavior 'immediate'), which cannot be "
         f"returned as its declared type: declare it `-> Result[...]` to get the tool executions"
     )
-
-
-def _contents(plan: MethodPlan, name: str, value: object) -> list[Content]:
-    items = list(value) if isinstance(value, (list, tuple)) else [value]
-    for item in items:
-        if not isinstance(item, CONTENT_TYPES):
-            raise ConfigurationError(
-                f"{plan.where}: parameter {name!r} holds contents (images, audio...), got {item!r}"
-            )
-    return cast(list[Content], items)
-
-
-def _augmentor(
-    augmentor: RetrievalAugmentor | None, retriever: ContentRetriever | None
-) -> RetrievalAugmentor | None:
-    if augmentor is not None and retriever is not None:
-        raise ConfigurationError(
-            "pass retrieval_augmentor or content_retriever, not both (a content retriever is "
-            "the simple case of an augmentor: DefaultRetrievalAugmentor(content_retriever=...))"
-        )
-    if retriever is not None:
-        if not isinstance(retriever, ContentRetriever):
-            raise ConfigurationError(f"{retriever!r} is not a content retriever (retrieve)")
-        return DefaultRetrievalAugmentor(content_retriever=retriever)
-    if augmentor is not None and not isinstance(augmentor, RetrievalAugmentor):
-        raise ConfigurationError(f"{augmentor!r} is not a retrieval augmentor (augment)")
-    return augmentor
-
-
-def _when_nothing(answer: str | Callable[[str], str] | None) -> Callable[[str], str] | None:
-    if answer is None or callable(answer):
-        return answer
-    if not isinstance(answer, str):
-        raise ConfigurationError(
-            f"`answer_when_nothing_retrieved` is a text or a function of the user's text, got "
-            f"{answer!r}"
-        )
-    return lambda _text: answer
-
-
-def _check_user_id(plan: MethodPlan) -> None:
-    """A method of a service whose working memory is per user says whose it is."""
-    if plan.user_id_param is None:
-        raise ConfigurationError(
-            f"{plan.where} has no parameter marked UserId, but the working memory is per user "
-            f"(scope='user', the default: one record shared by all of a user's conversations): "
-            f"add one, e.g. `user: Annotated[str, UserId]`, or keep one record per conversation "
-            f"with WorkingMemory(..., scope='memory')"
-        )
-
-
-def _with_working_memory(tools: list[Tool], memory: WorkingMemory[Any] | None) -> list[Tool]:
-    if memory is None:
-        return tools
-    if not isinstance(memory, WorkingMemory):
-        raise ConfigurationError(f"`working_memory` must be a WorkingMemory, got {memory!r}")
-    return collect_tools([*tools, memory.tool()])
-
-
-def _providers(
-    providers: Iterable[ToolProvider | AsyncToolProvider],
-) -> tuple[ToolProvider | AsyncToolProvider, ...]:
-    found = tuple(providers)
-    for provider in found:
-        if not isinstance(provider, (ToolProvider, AsyncToolProvider)):
-            raise ConfigurationError(
-                f"{provider!r} is not a tool provider: it needs `dynamic` and provide(context) "
-                f"or aprovide(context)"
-            )
-    return found
-
-
-def _count(value: object, *, minimum: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
-
-
-def _capabilities(model: object) -> frozenset[Capability]:
-    value: object = getattr(model, "capabilities", frozenset())
-    return value if isinstance(value, frozenset) else frozenset()
-
-
-def _has(model: object, name: str) -> bool:
-    return model is not None and callable(getattr(model, name, None))
 
 
 def _var_keyword(signature: inspect.Signature) -> str | None:

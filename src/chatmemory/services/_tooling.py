@@ -5,23 +5,26 @@ calls ends the turn (immediate return)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Literal, TypeAlias
 
-from .._errors import ConfigurationError, shorten
+from .._errors import ConfigurationError, ModelBehaviourError, ModelRetry, shorten
 from .._messages import AiMessage, ChatMessage, ToolExecutionRequest, ToolExecutionResultMessage
 from ..models import ToolSpecification
+from ..models._values import ToolChoice
 from ..tools import (
     AsyncToolProvider,
     Tool,
     ToolArgumentsError,
     ToolContext,
     ToolExecutionError,
+    ToolLimits,
     ToolOutput,
     ToolProvider,
 )
+from ..tools._contracts import limits_of
 from ._results import ToolExecution
 
 __all__ = [
@@ -29,10 +32,13 @@ __all__ = [
     "ToolOptions",
     "ToolRound",
     "Toolbox",
+    "begin",
+    "ended",
     "failed",
     "is_immediate",
     "now",
     "result_message",
+    "sent_back",
     "settle",
 ]
 
@@ -56,6 +62,18 @@ class ToolOptions:
     on_unknown_tool: UnknownToolHandler | Literal["raise"] | None = None
     before: Callable[[ToolExecutionRequest], None] | None = None
     after: Callable[[ToolExecution], None] | None = None
+    retries: int | None = None
+    """How many times per tool one call may send the model back (a tool's own limit wins)."""
+    timeout: float | None = None
+    """Seconds a tool call may take (a tool's own limit wins)."""
+
+    def limits(self, tool: Tool | None) -> ToolLimits:
+        """The limits a call of `tool` runs under: its own, else the service's."""
+        own = limits_of(tool)
+        return ToolLimits(
+            own.retries if own.retries is not None else self.retries,
+            own.timeout if own.timeout is not None else self.timeout,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +115,8 @@ def settle(attempt: Attempt, options: ToolOptions, available: Sequence[str]) -> 
         handler = options.on_invalid_arguments
         text = handler(error, request) if handler is not None else _invalid(error, request)
         is_error, value = True, None
+    elif isinstance(error, ToolExecutionError) and isinstance(error.cause, ModelRetry):
+        text, is_error, value = str(error.cause), True, None
     elif error is not None:
         handler_ = options.on_tool_error
         text = handler_(error, request) if handler_ is not None else str(error)
@@ -124,7 +144,7 @@ def settle(attempt: Attempt, options: ToolOptions, available: Sequence[str]) -> 
 def _unknown(request: ToolExecutionRequest, options: ToolOptions, available: Sequence[str]) -> str:
     handler = options.on_unknown_tool
     if handler == "raise":
-        raise ConfigurationError(
+        raise ModelBehaviourError(
             f"the model called the tool {request.name!r}, but there is no such tool (it has "
             f"{', '.join(available) or 'no tools'}); set on_unknown_tool to let it try again"
         )
@@ -148,6 +168,15 @@ def _invalid(error: ToolArgumentsError, request: ToolExecutionRequest) -> str:
 _TOLD = 1000
 
 
+def sent_back(attempt: Attempt) -> bool:
+    """Whether a tool call sent the model back to it: arguments that did not fit, or the tool
+    raising `ModelRetry` (what a tool's `retries` limit counts)."""
+    error = attempt.error
+    return isinstance(error, ToolArgumentsError) or (
+        isinstance(error, ToolExecutionError) and isinstance(error.cause, ModelRetry)
+    )
+
+
 def is_immediate(attempts: Sequence[Attempt], executions: Sequence[ToolExecution]) -> bool:
     """§3.6: no tool failed, and the last tool returns `immediate_if_last` or every tool
     returns immediately."""
@@ -155,6 +184,19 @@ def is_immediate(attempts: Sequence[Attempt], executions: Sequence[ToolExecution
         return False
     behaviors = [a.tool.return_behavior if a.tool is not None else "to_model" for a in attempts]
     return behaviors[-1] == "immediate_if_last" or all(b != "to_model" for b in behaviors)
+
+
+def turn_tool_choice(
+    choice: ToolChoice | None, specs: Sequence[ToolSpecification], ran: Sequence[object]
+) -> ToolChoice | None:
+    """The tool choice of a model call of the turn: none without tools (OpenAI refuses one);
+    ``"auto"`` once tools `ran` for a choice that forces a call (``"required"``, a tool's name),
+    so the model can answer; else the service's or method's."""
+    if choice is None or not specs:
+        return None
+    if ran and choice not in ("auto", "none"):
+        return "auto"
+    return choice
 
 
 def result_message(execution: ToolExecution) -> ToolExecutionResultMessage:
@@ -233,13 +275,39 @@ class Toolbox:
     def available(self) -> list[str]:
         return list(self.by_name)
 
+    def finish(self, attempts: Sequence[Attempt], options: ToolOptions) -> ToolRound:
+        """The round's executions as the model hears of them, and whether they end the call."""
+        available = self.available()
+        executions = [settle(a, options, available) for a in attempts]
+        return ToolRound(tuple(executions), is_immediate(attempts, executions))
+
+
+def begin(
+    request: ToolExecutionRequest, before: Callable[[ToolExecutionRequest], None] | None
+) -> datetime:
+    """A tool call starts: the service's hook sees it first."""
+    if before is not None:
+        before(request)
+    return now()
+
+
+def ended(
+    request: ToolExecutionRequest,
+    tool: Tool | None,
+    started: datetime,
+    output: ToolOutput | None = None,
+    error: Exception | None = None,
+) -> Attempt:
+    """How a tool call went: its output, or its error as the model hears of it."""
+    if tool is None:
+        return Attempt(request, None, None, None, started, started)
+    if error is not None and not isinstance(error, ToolArgumentsError):
+        error = failed(tool, request, error)
+    return Attempt(request, tool, output, error, started, now())
+
 
 def _check_tools(tools: object, provider: object) -> list[Tool]:
     items = list(tools) if isinstance(tools, (list, tuple)) else None
     if items is None or not all(isinstance(t, Tool) for t in items):
         raise ConfigurationError(f"the tool provider {provider!r} must return a list of tools")
     return items
-
-
-def request_map(requests: Sequence[ToolExecutionRequest]) -> Mapping[str, int]:
-    return {r.id: i for i, r in enumerate(requests) if r.id is not None}

@@ -1,32 +1,35 @@
-"""One service call, a *turn*, written once as a flow (see `chatmemory._flow`) and driven sync or
-async, streaming or not.
+"""One service call, a *turn*, decided in one place.
 
-The flow asks a `Port` for what it needs: the window the memory would hold with the turn so far
-added (`window`), a model answer (`exchange`), the moderation verdict, and at the end one commit
-of the whole turn. So a model call always sees the memory as it would be, the store sees the
+`turn` is a flow (a generator) that makes every decision of a call, in the order they are made:
+retrieval, the window of each model call (what is read, where working memory and recalled
+messages go, that the call's own messages are never evicted from its own requests), the model
+call, tools (asked of providers, started early from a stream, run in order or beside each
+other), moderation, output retries, the one commit of the whole turn and the index after it.
+It yields typed effects (`_effects.py`) and never does I/O; the drivers (`_drivers.py`) hand
+each effect to a port (`_ports.py`) that carries it out, sync or async. So the store sees the
 turn once or not at all, and a failure or an abandoned stream leaves the memory as it was.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import dataclasses
+import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeAlias
 
 from .._errors import (
     ConfigurationError,
+    GuardrailError,
+    ModelBehaviourError,
     ModelError,
+    ModelRetry,
     ModerationError,
     OutputParsingError,
     ToolLoopError,
     shorten,
 )
-from .._flow import Call, Flow, call
 from .._messages import (
     AiMessage,
     ChatMessage,
@@ -36,113 +39,83 @@ from .._messages import (
     ToolExecutionResultMessage,
     UserMessage,
 )
+from .._policies.blocks import with_block
 from ..models import (
+    ChatParameters,
     ChatRequest,
     ChatResponse,
     FinishReason,
+    Moderation,
     ResponseFormat,
     TokenUsage,
     ToolSpecification,
 )
-from ..models._events import CompleteToolCall
-from ..rag import (
-    AugmentationRequest,
-    AugmentationResult,
-    Content,
-    QueryMetadata,
-    RetrievalAugmentor,
+from ..models._events import CompleteToolCall, PartialText
+from ..models._values import ToolChoice
+from ..rag import AugmentationRequest, Content, QueryMetadata
+from ..tools import (
+    Tool,
+    ToolArgumentsError,
+    ToolContext,
+    ToolOutput,
+    ToolProvider,
+    parse_arguments,
 )
-from ..tools import Tool, ToolArgumentsError, ToolContext, ToolOutput, parse_arguments
-from ._memories import AnyMemory
+from ..tools._contracts import AsyncToolProvider
+from ._approval import ApprovalRequired, Decisions, Resumed, Suspension, denial
+from ._effects import (
+    Ask,
+    Augment,
+    AwaitTool,
+    Commit,
+    Emit,
+    Index,
+    Moderate,
+    Next,
+    Open,
+    Provide,
+    ReadWorking,
+    Recall,
+    RunTool,
+    StartTool,
+    Suspend,
+    TurnFlow,
+    Verdict,
+    Window,
+    perform,
+)
 from ._output import OutputSpec
-from ._recalling import RecallStep
 from ._results import Result, Retrieved, ServiceEvent, ToolExecuted, ToolExecution
 from ._tooling import (
     Attempt,
     Toolbox,
     ToolOptions,
     ToolRound,
-    failed,
-    is_immediate,
     now,
     result_message,
-    settle,
+    sent_back,
+    turn_tool_choice,
     without_tools,
 )
-from ._working import WorkingStep
 
-__all__ = ["AsyncPort", "Outcome", "Port", "SyncPort", "TurnInput", "adrive", "drive", "turn"]
+__all__ = [
+    "InputGuardrail",
+    "Outcome",
+    "OutputGuardrail",
+    "Retrieval",
+    "TurnInput",
+    "moderated_texts",
+    "turn",
+]
 
-T = TypeVar("T")
+InputGuardrail: TypeAlias = Callable[[UserMessage], "UserMessage | str | None"]
+"""Checks a call's user message before anything else: None passes it, a text or a
+`UserMessage` replaces it, `GuardrailError` refuses the call."""
+OutputGuardrail: TypeAlias = Callable[[Any], Any]
+"""Checks the answer (as the method returns it): None passes it, another value replaces it,
+`ModelRetry` asks the model again, `GuardrailError` refuses the call."""
 
-
-class Moderation(Protocol):
-    """The part of a moderation verdict a turn reads (`chatmemory.models.Moderation`)."""
-
-    @property
-    def flagged(self) -> bool: ...
-
-    @property
-    def flagged_text(self) -> str | None: ...
-
-
-class Port(Protocol):
-    """What a turn asks of the world (a memory, a model, a moderation model)."""
-
-    def window(self, pending: list[ChatMessage]) -> list[ChatMessage]: ...
-
-    def exchange(self, request: ChatRequest) -> ChatResponse:
-        """The model's answer; a streaming driver forwards the stream's events on the way."""
-        ...
-
-    def start_moderation(self, messages: list[ChatMessage]) -> None: ...
-
-    def verdict(self) -> Moderation: ...
-
-    def history(self) -> list[ChatMessage] | None:
-        """The memory's messages before this turn (None without memory)."""
-        ...
-
-    def augment(self, request: AugmentationRequest) -> AugmentationResult: ...
-
-    def tool_specifications(self, first: bool) -> tuple[ToolSpecification, ...]:
-        """The tools of the next model call (providers asked once, dynamic ones each time)."""
-        ...
-
-    def call_tools(self, requests: Sequence[ToolExecutionRequest]) -> ToolRound:
-        """Run the model's tool calls (in request order, or concurrently) and settle them."""
-        ...
-
-    def emit(self, event: ServiceEvent) -> None:
-        """Hand an event to a streaming caller (nothing otherwise)."""
-        ...
-
-    def commit(self, messages: list[ChatMessage]) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class TurnInput:
-    """A call, ready to run: its messages, how to read the answer, and the service options."""
-
-    system: SystemMessage | None
-    user: UserMessage
-    """The user message as stored in memory."""
-    output: OutputSpec[Any] | None
-    """How to read the answer's text; None to keep the response as it is."""
-    schema: bool
-    """Send the output's JSON schema as the response format (else: format instructions)."""
-    moderated: bool
-    output_retries: int
-    keep_user_message_on_error: bool
-    build_request: Callable[
-        [list[ChatMessage], ResponseFormat | None, tuple[ToolSpecification, ...]], ChatRequest
-    ]
-    tools: ToolOptions = field(default_factory=ToolOptions)
-    retrieval: Retrieval | None = None
-    memory_id: str | None = None
-    unstored_tools: frozenset[str] = frozenset()
-    """Tools whose calls and results the model sees within the turn but the memory does not
-    keep (working memory's: the record itself is what remains of them)."""
+log = logging.getLogger("chatmemory.services")
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +130,58 @@ class Retrieval:
 
 
 @dataclass(frozen=True, slots=True)
+class TurnInput:
+    """A call, ready to run: its messages, what the service does around the model, and how."""
+
+    system: SystemMessage | None
+    user: UserMessage
+    """The user message as stored in memory."""
+    memory_id: str
+    output: OutputSpec[Any] | None = None
+    """How to read the answer's text; None to keep the response as it is."""
+    schema: bool = False
+    """Send the output's JSON schema as the response format (else: format instructions)."""
+    parameters: ChatParameters | None = None
+    streaming: bool = False
+    """Ask the model for a stream (`Open`/`Next`) rather than a whole answer (`Ask`)."""
+    forward: bool = False
+    """Hand the stream's events (and the tools' runs) to the caller (`Emit`)."""
+    moderated: bool = False
+    output_retries: int = 0
+    keep_user_message_on_error: bool = False
+    memory: bool = False
+    """The call has a memory (a `Window` is read from it, `Commit` stores into it)."""
+    fits: Callable[[list[ChatMessage]], bool] | None = None
+    """Whether a request is within the memory's budget (blocks make room by it)."""
+    limit: str = ""
+    """The memory's limit, as the error names it when the call's own messages exceed it."""
+    tools: tuple[Tool, ...] = ()
+    providers: tuple[ToolProvider | AsyncToolProvider, ...] = ()
+    tool_context: ToolContext | None = None
+    tool_options: ToolOptions = field(default_factory=ToolOptions)
+    unstored_tools: frozenset[str] = frozenset()
+    """Tools whose calls and results the model sees within the turn but the memory does not
+    keep (working memory's: the record itself is what remains of them)."""
+    retrieval: Retrieval | None = None
+    working: bool = False
+    """Read the working-memory block before each model call."""
+    recall: Callable[[Sequence[Any]], str] | None = None
+    """Renders what semantic recall found as a block (recall on); found once per turn."""
+    input_guardrails: tuple[InputGuardrail, ...] = ()
+    output_guardrails: tuple[OutputGuardrail, ...] = ()
+    guardrail_retries: int = 2
+    """How many times output guardrails may ask the model again (`ModelRetry`)."""
+    method: str = ""
+    """The method's name (a call stopped for approval names it, to be resumed)."""
+    user_id: str | None = None
+    needs_approval: Callable[[ToolExecutionRequest, Tool | None], bool] | None = None
+    """Whether a tool call waits for someone's approval (the call stops before it runs)."""
+    resumed: Resumed | None = None
+    """A call stopped for approval, continued with the decisions."""
+    tool_choice: ToolChoice | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Outcome:
     content: Any
     responses: tuple[ChatResponse, ...]
@@ -164,6 +189,9 @@ class Outcome:
     immediate: bool = False
     """The call ended with a tool's result (immediate return), not with a model answer."""
     sources: tuple[Content, ...] = ()
+    tail: tuple[ServiceEvent, ...] = ()
+    """The stream's last events, held back until the turn was stored: a caller that reads
+    them has a call that is complete (and a memory id that is free again)."""
 
     def result(self) -> Result[Any]:
         usage = TokenUsage()
@@ -182,27 +210,43 @@ class Outcome:
         )
 
 
-def turn(given: TurnInput) -> Flow[Outcome]:
-    """The flow of one call: retrieval, window, model (moderation beside it), tools until the
-    model answers, the answer read as declared, then one commit of the whole turn."""
+def turn(given: TurnInput) -> TurnFlow[Outcome]:
+    """The flow of one call: input guardrails, retrieval, window, model (moderation beside it),
+    tools until the model answers, the answer read as declared and checked by the output
+    guardrails, then one commit of the whole turn, and the recall index after it."""
     state = _Turn(given)
-    if given.moderated:
-        yield from call(Port.start_moderation, [m for m in (given.system, state.to_model) if m])
+    resumed = given.resumed
+    if resumed is None:
+        _guard_input(state)
+    if given.moderated and resumed is None:
+        opening = [m for m in (given.system, state.to_model) if m is not None]
+        yield from perform(Moderate(moderated_texts(opening)))
     try:
-        answered = yield from _augment(state)
-        immediate = False if answered else (yield from _converse(state))
+        if resumed is not None:
+            answered, immediate = False, (yield from _resume(state, resumed))
+        else:
+            answered, immediate = (yield from _augment(state)), False
+        if not answered and not immediate:
+            immediate = yield from _converse(state)
         content = None if immediate else (yield from _answer(state))
-    except ModerationError:
-        raise
+    except (ModerationError, GuardrailError, ApprovalRequired):
+        raise  # a refusal (or a stop) stores nothing, whatever keep_user_message_on_error says
     except Exception:
-        if given.keep_user_message_on_error:
-            yield from call(Port.commit, state.opening)
+        if given.keep_user_message_on_error and given.memory:
+            yield from perform(Commit(state.opening))
         raise
     if not immediate:
         state.pending.append(state.responses[-1].ai_message)
-    yield from call(Port.commit, without_tools(state.pending, given.unstored_tools))
+    yield from perform(Commit(without_tools(state.pending, given.unstored_tools)))
+    if given.recall is not None:
+        yield from _index()
     return Outcome(
-        content, tuple(state.responses), tuple(state.executions), immediate, state.sources
+        content,
+        tuple(state.responses),
+        tuple(state.executions),
+        immediate,
+        state.sources,
+        tuple(state.held),
     )
 
 
@@ -217,8 +261,25 @@ class _Turn:
         self.messages: list[ChatMessage] = []
         """The last request's messages."""
         self.specs: tuple[ToolSpecification, ...] = ()
+        self.read = False
+        """Whether the memory's window was read in this turn (later model calls use it)."""
+        self.found: list[Any] | None = None
+        """What recall found, once asked."""
+        self.held: list[ServiceEvent] = []
+        """Stream events not yet handed on (see `Outcome.tail`)."""
+        self.sent_back: dict[str, int] = {}
+        """How many times each tool sent the model back (`ModelRetry`, arguments) so far."""
+        self.early: dict[str, object] = {}
+        """Tool calls started while the model was still streaming, by call id."""
+        self.toolbox = (
+            Toolbox(given.tools, given.providers, given.tool_context)
+            if given.tool_context is not None and (given.tools or given.providers)
+            else None
+        )
         spec = given.output
-        self.response_format = spec.response_format() if spec and given.schema else None
+        self.response_format: ResponseFormat | None = (
+            spec.response_format() if spec and given.schema else None
+        )
         self.instructions = spec.instructions() if spec and not given.schema else ""
         self.use(given.user, given.user)
 
@@ -226,6 +287,7 @@ class _Turn:
         """The user message as stored and as sent to the model (augmented, with the format
         instructions)."""
         self.stored = stored
+        self.sent = sent
         self.opening: list[ChatMessage] = [m for m in (self.given.system, stored) if m is not None]
         self.pending = list(self.opening)
         """The turn's messages as they will be stored."""
@@ -233,26 +295,34 @@ class _Turn:
         self.to_model = _with_instructions(sent, instructions) if instructions else sent
 
     def request(self, extra: Sequence[ChatMessage] = ()) -> ChatRequest:
-        messages = [*self.messages, *extra]
-        return self.given.build_request(messages, self.response_format, self.specs)
+        return ChatRequest(
+            [*self.messages, *extra],
+            tools=self.specs,
+            tool_choice=turn_tool_choice(self.given.tool_choice, self.specs, self.executions),
+            response_format=self.response_format,
+            parameters=self.given.parameters,
+        )
 
 
-def _augment(state: _Turn) -> Flow[bool]:
+# -- retrieval -------------------------------------------------------------------------------
+
+
+def _augment(state: _Turn) -> TurnFlow[bool]:
     """Retrieve for the user message and put what was found into it; True when nothing was
     found and the service answers that without the model."""
     given, retrieval = state.given, state.given.retrieval
     if retrieval is None:
         return False
-    history = yield from call(Port.history)
+    history = (yield from _window(state, ())) if given.memory else None
     metadata = QueryMetadata(
         user_message=given.user,
         system_message=given.system,
         chat_memory=history,
         memory_id=given.memory_id,
     )
-    result = yield from call(Port.augment, AugmentationRequest(given.user, metadata))
+    result = yield from perform(Augment(AugmentationRequest(given.user, metadata)))
     state.sources = result.contents
-    yield from call(Port.emit, Retrieved(result.contents))
+    yield from _emit(state, Retrieved(result.contents))
     stored = result.user_message if retrieval.store_in_memory else given.user
     state.use(stored, result.user_message)
     if result.contents or retrieval.when_nothing is None:
@@ -263,35 +333,278 @@ def _augment(state: _Turn) -> Flow[bool]:
     return True
 
 
-def _converse(state: _Turn) -> Flow[bool]:
+# -- the request's messages ----------------------------------------------------------------
+
+
+def _window(state: _Turn, pending: Sequence[ChatMessage]) -> TurnFlow[list[ChatMessage]]:
+    """The memory's window with `pending` added; the store is asked once per turn (later model
+    calls plan on the window read then: the commit checks it)."""
+    window = yield from perform(Window(pending, reread=not state.read))
+    state.read = True
+    return window
+
+
+def _messages(state: _Turn) -> TurnFlow[list[ChatMessage]]:
+    """The messages of the next model call: the window with the turn so far, the turn kept
+    whole, working memory and recalled messages placed, the user message as the model sees it."""
+    given = state.given
+    window = _own_turn(state, (yield from _window(state, state.pending)))
+    keep = sum(1 for m in state.pending if not isinstance(m, SystemMessage))
+    if given.working:
+        block = yield from perform(ReadWorking())
+        window = with_block(window, block, given.fits, keep=keep)
+    if given.recall is not None:
+        if state.found is None:
+            state.found = yield from perform(Recall())
+        window = _with_recalled(window, state.found, given.recall, given.fits, keep)
+    return [state.to_model if m is state.stored else m for m in window]
+
+
+def _own_turn(state: _Turn, window: list[ChatMessage]) -> list[ChatMessage]:
+    """`window`, checked to hold every message of the turn so far: the memory's rules never
+    evict a call's own messages from its own requests. When the user message itself does not
+    fit, the call fails before the model is asked; when tool results pushed the turn past the
+    limit, the turn is kept whole and the history gives way."""
+    own = [m for m in state.pending if not isinstance(m, SystemMessage)]
+    tail = window[len(window) - len(own) :] if len(own) <= len(window) else []
+    if len(tail) == len(own) and all(a is b for a, b in zip(tail, own, strict=True)):
+        return window  # the memory placed the turn last, whole: the usual case, checked in O(turn)
+    held = {id(m) for m in window}
+    if all(id(m) in held for m in own):
+        return window
+    if len(own) <= 1:
+        given = state.given
+        raise ConfigurationError(
+            f"the call's user message does not fit in the memory of {given.memory_id!r}"
+            + (f" ({given.limit})" if given.limit else "")
+            + ", so the model would not see it: raise the memory's limit (max_messages or "
+            "max_tokens), or send less; nothing was stored"
+        )
+    system = next((m for m in window if isinstance(m, SystemMessage)), None)
+    return [*([system] if system is not None else []), *own]
+
+
+def _with_recalled(
+    window: list[ChatMessage],
+    found: Sequence[Any],
+    render: Callable[[Sequence[Any]], str],
+    fits: Callable[[list[ChatMessage]], bool] | None,
+    keep: int,
+) -> list[ChatMessage]:
+    """The window with the recalled block; the window gives up its oldest messages for it, and
+    when even that is not enough, the weakest recalled runs go."""
+    for count in range(len(found), 0, -1):
+        block = render(found[:count])
+        if not block:
+            return window
+        placed = with_block(window, block, fits, first=True, keep=keep)
+        if fits is None or fits(placed):
+            return placed
+    return window
+
+
+# -- the model and its tools ---------------------------------------------------------------
+
+
+def _converse(state: _Turn) -> TurnFlow[bool]:
     """Call the model, run the tools it asks for, until it answers; True when a tool's result
     ends the call (immediate return)."""
     given = state.given
     while True:
-        state.specs = yield from call(Port.tool_specifications, not state.responses)
-        window = yield from call(Port.window, state.pending)
-        state.messages = [state.to_model if m is state.stored else m for m in window]
-        response = _with_ids((yield from call(Port.exchange, state.request())))
+        state.specs = yield from _specifications(state)
+        state.messages = yield from _messages(state)
+        response = _with_ids((yield from _exchange(state, state.request())))
         state.responses.append(response)
         if given.moderated and len(state.responses) == 1:
-            _check(moderation=(yield from call(Port.verdict)))
+            _check(moderation=(yield from perform(Verdict())))
         calls = response.ai_message.tool_execution_requests
         if not calls:
             return False
         _check_not_cut(response)
-        if len(state.responses) > given.tools.max_round_trips:
+        if len(state.responses) > given.tool_options.max_round_trips:
             raise ToolLoopError(
                 f"Something is wrong: the model asked for tools more than "
-                f"{given.tools.max_round_trips} times in one call (max_tool_calling_round_trips); "
-                f"nothing was stored"
+                f"{given.tool_options.max_round_trips} times in one call "
+                f"(max_tool_calling_round_trips); nothing was stored"
             )
-        done = yield from call(Port.call_tools, calls)
-        state.executions.extend(done.executions)
-        state.pending += [response.ai_message, *(result_message(e) for e in done.executions)]
-        for execution in done.executions:
-            yield from call(Port.emit, ToolExecuted(execution))
-        if done.immediate:
+        waiting = [r for r in calls if _waits(state, r)]
+        if waiting:
+            yield from _suspend(state, response.ai_message, waiting)
+        yield from _flush(state)
+        done = yield from _run_tools(state, calls)
+        if (yield from _ran(state, response.ai_message, done)):
             return True
+
+
+def _ran(state: _Turn, message: AiMessage, done: ToolRound) -> TurnFlow[bool]:
+    """A round of tool calls ran: the turn keeps the calls and their results, a streaming
+    caller hears of each; True when the round ends the call (immediate return)."""
+    state.executions.extend(done.executions)
+    state.pending += [message, *(result_message(e) for e in done.executions)]
+    for execution in done.executions:
+        yield from _emit(state, ToolExecuted(execution))
+    return done.immediate
+
+
+# -- approval ------------------------------------------------------------------------------
+
+
+def _waits(state: _Turn, request: ToolExecutionRequest) -> bool:
+    """Whether a tool call waits for approval before it runs."""
+    needs = state.given.needs_approval
+    if needs is None or state.toolbox is None:
+        return False
+    return needs(request, state.toolbox.by_name.get(request.name))
+
+
+def _suspend(
+    state: _Turn, message: AiMessage, waiting: Sequence[ToolExecutionRequest]
+) -> TurnFlow[None]:
+    """Stop the call before its tools run: the turn so far is kept in the approvals store (not
+    in the memory), and the caller is told what waits for a decision."""
+    given = state.given
+    suspension = Suspension(
+        uuid.uuid4().hex,
+        given.method,
+        given.memory_id,
+        given.user_id,
+        given.system,
+        state.stored,
+        state.sent,
+        (*state.pending, message),
+        tuple(r.id for r in waiting if r.id is not None),
+    )
+    yield from _flush(state)
+    yield from perform(Suspend(suspension.key, suspension.dumps()))
+    raise ApprovalRequired(suspension.approval())
+
+
+def _resume(state: _Turn, resumed: Resumed) -> TurnFlow[bool]:
+    """Continue a call stopped for approval: its round of tool calls runs (a denied call's
+    result tells the model it was not approved), then the call goes on as any other."""
+    state.use(state.given.user, resumed.sent)
+    state.pending = list(resumed.messages[:-1])
+    message = resumed.messages[-1]
+    assert isinstance(message, AiMessage)
+    state.specs = yield from _specifications(state)
+    done = yield from _run_tools(state, resumed.calls, resumed.decisions)
+    return (yield from _ran(state, message, done))
+
+
+def _specifications(state: _Turn) -> TurnFlow[tuple[ToolSpecification, ...]]:
+    """The tools of the next model call: providers asked once per call, dynamic ones before
+    every model call; nothing is asked (or installed again) when no provider is due."""
+    toolbox = state.toolbox
+    if toolbox is None:
+        return ()
+    first = not state.responses
+    due = toolbox.to_ask(first)
+    if not first and not due:
+        return state.specs
+    provided = []
+    for provider in due:
+        provided.append((provider, (yield from perform(Provide(provider, toolbox.context)))))
+    return toolbox.install(provided)
+
+
+def _exchange(state: _Turn, request: ChatRequest) -> TurnFlow[ChatResponse]:
+    """The model's answer: whole, or streamed (its events handed on, a tool call started as
+    soon as it is complete)."""
+    if not state.given.streaming:
+        return (yield from perform(Ask(request)))
+    stream = yield from perform(Open(request))
+    response: ChatResponse | None = None
+    while True:
+        event = yield from perform(Next(stream))
+        if event is None:
+            break
+        if isinstance(event, ChatResponse):
+            response = event
+        elif isinstance(event, CompleteToolCall):
+            yield from _start_early(state, event.request)
+        yield from _hold(state, event)
+    if response is None:
+        raise ModelError(
+            "the model's stream ended without its final response; try again", retriable=True
+        )
+    return response
+
+
+def _start_early(state: _Turn, request: ToolExecutionRequest) -> TurnFlow[None]:
+    """A streamed tool call, complete before the model's answer is: started now, beside the
+    stream when the service runs tools concurrently, else right away."""
+    if request.id is None or state.toolbox is None or request.id in state.early:
+        return
+    if _waits(state, request):
+        return  # it runs once approved, if it is
+    concurrent = state.given.tool_options.concurrent
+    state.early[request.id] = yield from _tool(state, request, beside=concurrent)
+
+
+def _run_tools(
+    state: _Turn, calls: Sequence[ToolExecutionRequest], decisions: Decisions | None = None
+) -> TurnFlow[ToolRound]:
+    """Run the model's tool calls and settle them, results in the calls' order. Calls started
+    early are awaited; of the others, with `concurrent` and more than one, all start beside
+    each other first, else each runs in turn. A call denied approval does not run."""
+    toolbox = state.toolbox
+    assert toolbox is not None, "a model calls tools only when it was offered some"
+    started: list[object] = [
+        state.early.pop(r.id, None) if r.id is not None else None for r in calls
+    ]
+    for index, request in enumerate(calls):
+        told = denial(decisions.get(request.id or "", True)) if decisions is not None else None
+        if told is not None:
+            at = now()
+            output = ToolOutput(told, None, is_error=True)
+            tool = toolbox.by_name.get(request.name)
+            started[index] = Attempt(request, tool, output, None, at, at)
+    waiting = [i for i, s in enumerate(started) if s is None]
+    if state.given.tool_options.concurrent and len(waiting) > 1:
+        for i in waiting:
+            started[i] = yield from _tool(state, calls[i], beside=True)
+    attempts: list[Attempt] = []
+    for request, begun in zip(calls, started, strict=True):
+        if begun is None:
+            begun = yield from _tool(state, request, beside=False)
+        if not isinstance(begun, Attempt):
+            begun = yield from perform(AwaitTool(begun))
+        attempts.append(begun)
+    _count_sent_back(state, attempts)
+    return toolbox.finish(attempts, state.given.tool_options)
+
+
+def _tool(state: _Turn, request: ToolExecutionRequest, *, beside: bool) -> TurnFlow[object]:
+    """Run a tool call now (its `Attempt`), or start it `beside` the turn (a handle)."""
+    toolbox = state.toolbox
+    assert toolbox is not None
+    tool = toolbox.by_name.get(request.name)
+    options = state.given.tool_options
+    timeout = options.limits(tool).timeout
+    if beside:
+        handle = yield from perform(
+            StartTool(tool, request, toolbox.context, options.before, timeout)
+        )
+        return handle
+    attempt = yield from perform(RunTool(tool, request, toolbox.context, options.before, timeout))
+    return attempt
+
+
+def _count_sent_back(state: _Turn, attempts: Sequence[Attempt]) -> None:
+    """Count the calls that sent the model back to their tool; past a tool's `retries` the
+    call fails (the model is not getting it right)."""
+    options = state.given.tool_options
+    for attempt in attempts:
+        if attempt.tool is None or not sent_back(attempt):
+            continue
+        name = attempt.request.name
+        count = state.sent_back[name] = state.sent_back.get(name, 0) + 1
+        limit = options.limits(attempt.tool).retries
+        if limit is not None and count > limit:
+            raise ModelBehaviourError(
+                f"the model was sent back to the tool {name!r} {count} times in one call "
+                f"(its retries allow {limit}): {attempt.error}; nothing was stored"
+            )
 
 
 def _with_ids(response: ChatResponse) -> ChatResponse:
@@ -342,25 +655,72 @@ def _check(*, moderation: Moderation) -> None:
         )
 
 
-def _answer(state: _Turn) -> Flow[Any]:
-    """The final answer read as the method declares, asking again `output_retries` times."""
-    retries = state.given.output_retries
+# -- the answer ----------------------------------------------------------------------------
+
+
+def _answer(state: _Turn) -> TurnFlow[Any]:
+    """The final answer read as the method declares and passed by the output guardrails; the
+    model is asked again, told what was wrong, `output_retries` times for an answer that does
+    not read and `guardrail_retries` times for one a guardrail sends back (`ModelRetry`)."""
+    given = state.given
+    unread, refused = given.output_retries, given.guardrail_retries
     extra: list[ChatMessage] = []
-    for attempt in range(retries + 1):
+    while True:
+        response = state.responses[-1]
         try:
-            return _read(state.given.output, state.responses[-1])
+            return _guard_output(given, _read(given.output, response), response)
         except OutputParsingError as error:
-            if attempt == retries:
+            if not unread:
                 raise
-            extra += [state.responses[-1].ai_message, UserMessage(_retry(error))]
-            state.responses.append((yield from call(Port.exchange, state.request(extra))))
-    raise AssertionError("unreachable")  # pragma: no cover
+            unread -= 1
+            told = _retry(error)
+        except ModelRetry as retry:
+            if not refused:
+                raise GuardrailError(
+                    f"an output guardrail refused the answer after {given.guardrail_retries} "
+                    f"tries ({retry}); nothing was stored",
+                    stage="output",
+                ) from retry
+            refused -= 1
+            told = str(retry)
+        yield from _flush(state)
+        extra += [response.ai_message, UserMessage(told)]
+        state.responses.append((yield from _exchange(state, state.request(extra))))
+
+
+def _guard_input(state: _Turn) -> None:
+    """The input guardrails, in order: each passes (None), rewrites the user message (a text or
+    a `UserMessage`, which is stored and sent), or refuses (`GuardrailError`)."""
+    for guardrail in state.given.input_guardrails:
+        given = state.stored
+        verdict = guardrail(given)
+        if verdict is None:
+            continue
+        if isinstance(verdict, str):
+            verdict = UserMessage(verdict, name=given.name)
+        if not isinstance(verdict, UserMessage):
+            raise ConfigurationError(
+                f"an input guardrail returns None, a text or a UserMessage, got {verdict!r}"
+            )
+        state.use(verdict, verdict)
+
+
+def _guard_output(given: TurnInput, value: Any, response: ChatResponse) -> Any:
+    """The output guardrails, in order, on the answer as the method returns it (its text when
+    the method returns the message itself): each passes (None), replaces the value, sends the
+    model back (`ModelRetry`) or refuses (`GuardrailError`)."""
+    for guardrail in given.output_guardrails:
+        seen = value if given.output is not None else response.ai_message.text
+        replaced = guardrail(seen)
+        if replaced is not None and given.output is not None:
+            value = replaced
+    return value
 
 
 def _read(spec: OutputSpec[Any] | None, response: ChatResponse) -> Any:
     if spec is None:
         return None
-    return spec.parse(response.ai_message.text or "")
+    return spec.read(response)
 
 
 def _retry(error: OutputParsingError) -> str:
@@ -368,6 +728,51 @@ def _retry(error: OutputParsingError) -> str:
         f"Your answer could not be read: {error.reason}\n"
         f"Answer again, following the required format exactly."
     )
+
+
+def _index() -> TurnFlow[None]:
+    """Index the stored turn for recall. The turn is stored already, so a failure here does not
+    fail the call: the index catches up with the history on the next turn."""
+    try:
+        yield from perform(Index())
+    except Exception as error:
+        log.warning(
+            "semantic recall could not index the turn (%s); it will index it on a later turn",
+            error,
+        )
+
+
+# -- events --------------------------------------------------------------------------------
+
+
+def _emit(state: _Turn, event: ServiceEvent) -> TurnFlow[None]:
+    """Hand `event` on now (after what is held), when the caller streams."""
+    if state.given.forward:
+        yield from _flush(state)
+        yield from perform(Emit(event))
+
+
+def _hold(state: _Turn, event: ServiceEvent) -> TurnFlow[None]:
+    """Hand a stream event on, but from the last text of a model call on, wait: the last text
+    and the response reach the caller of the final model call after the turn is stored."""
+    if not state.given.forward:
+        return
+    if isinstance(event, PartialText):
+        yield from _flush(state)
+        state.held.append(event)
+    elif isinstance(event, ChatResponse) or state.held:
+        state.held.append(event)
+    else:
+        yield from perform(Emit(event))
+
+
+def _flush(state: _Turn) -> TurnFlow[None]:
+    held, state.held = state.held, []
+    for event in held:
+        yield from perform(Emit(event))
+
+
+# -- small pure parts ----------------------------------------------------------------------
 
 
 def _with_instructions(message: UserMessage, instructions: str) -> UserMessage:
@@ -391,437 +796,3 @@ def moderated_texts(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
         if not isinstance(m, ToolExecutionResultMessage)
         and not (isinstance(m, AiMessage) and m.text is None)
     ]
-
-
-# -- drivers -------------------------------------------------------------------------------
-
-
-def _advance(
-    flow: Flow[T], result: object, error: Exception | None
-) -> tuple[Call[Any] | None, Any]:
-    """The flow's next call, given what the last one returned (or raised: the flow may handle
-    it); ``(None, value)`` when the flow is done."""
-    try:
-        op = flow.throw(error) if error is not None else flow.send(result)
-    except StopIteration as stop:
-        return None, stop.value
-    assert isinstance(op, Call)
-    return op, None
-
-
-def drive(flow: Flow[T], port: SyncPort, *, forward: bool) -> Generator[ServiceEvent, None, T]:
-    """Run `flow` against `port`, yielding stream events (model and tools) when `forward`."""
-    result: Any = None
-    error: Exception | None = None
-    try:
-        while True:
-            op, value = _advance(flow, result, error)
-            if op is None:
-                return value  # type: ignore[no-any-return]
-            error = None
-            try:
-                if op.name == "exchange":
-                    result = yield from port.exchange_events(_request(op), forward=forward)
-                elif op.name == "emit":
-                    result = None
-                    if forward:
-                        yield op.args[0]  # type: ignore[misc]
-                else:
-                    result = getattr(port, op.name)(*op.args, **op.kwargs)
-            except Exception as failure:
-                error = failure
-    finally:
-        flow.close()
-        port.close()
-
-
-async def adrive(
-    flow: Flow[T], port: AsyncPort, *, forward: bool, done: list[T]
-) -> AsyncIterator[ServiceEvent]:
-    """`drive` for asyncio: an async generator of events; the flow's value lands in `done`."""
-    result: Any = None
-    error: Exception | None = None
-    try:
-        while True:
-            op, value = _advance(flow, result, error)
-            if op is None:
-                done.append(value)
-                return
-            error = None
-            try:
-                if op.name == "exchange":
-                    result = None
-                    async for event in port.exchange_events(_request(op)):
-                        if isinstance(event, ChatResponse):
-                            result = event
-                        elif forward:
-                            yield event
-                    if forward:
-                        yield result
-                elif op.name == "emit":
-                    result = None
-                    if forward:
-                        yield op.args[0]  # type: ignore[misc]
-                else:
-                    result = await getattr(port, op.name)(*op.args, **op.kwargs)
-            except Exception as failure:
-                error = failure
-    finally:
-        flow.close()
-        await port.aclose()
-
-
-def _request(op: Call[Any]) -> ChatRequest:
-    request = op.args[0]
-    assert isinstance(request, ChatRequest)
-    return request
-
-
-# -- ports ---------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class TurnTools:
-    """A port's tools for one turn: the toolbox, the options, and calls started early (a
-    streamed tool call starts as soon as it is complete)."""
-
-    toolbox: Toolbox | None
-    options: ToolOptions
-    early: dict[str, Any] = field(default_factory=dict)
-
-    def specifications(
-        self, provided: list[tuple[Any, Sequence[Tool]]]
-    ) -> tuple[ToolSpecification, ...]:
-        return self.toolbox.install(provided) if self.toolbox is not None else ()
-
-    def lookup(self, request: ToolExecutionRequest) -> Tool | None:
-        return self.toolbox.by_name.get(request.name) if self.toolbox is not None else None
-
-    @property
-    def context(self) -> ToolContext:
-        assert self.toolbox is not None
-        return self.toolbox.context
-
-    def finish(self, attempts: list[Attempt]) -> ToolRound:
-        available = self.toolbox.available() if self.toolbox is not None else []
-        executions = [settle(a, self.options, available) for a in attempts]
-        return ToolRound(tuple(executions), is_immediate(attempts, executions))
-
-
-def _begin(request: ToolExecutionRequest, tools: TurnTools) -> datetime:
-    if tools.options.before is not None:
-        tools.options.before(request)
-    return now()
-
-
-def _ended(
-    request: ToolExecutionRequest,
-    tool: Tool,
-    started: datetime,
-    output: ToolOutput | None = None,
-    error: Exception | None = None,
-) -> Attempt:
-    if error is not None and not isinstance(error, ToolArgumentsError):
-        error = failed(tool, request, error)
-    return Attempt(request, tool, output, error, started, now())
-
-
-def _run_sync(tool: Tool | None, request: ToolExecutionRequest, tools: TurnTools) -> Attempt:
-    started = _begin(request, tools)
-    if tool is None:
-        return Attempt(request, None, None, None, started, started)
-    try:
-        return _ended(request, tool, started, tool.execute(request.arguments, tools.context))
-    except Exception as error:
-        return _ended(request, tool, started, error=error)
-
-
-async def _run_async(tool: Tool | None, request: ToolExecutionRequest, tools: TurnTools) -> Attempt:
-    started = _begin(request, tools)
-    if tool is None:
-        return Attempt(request, None, None, None, started, started)
-    try:
-        output = await tool.aexecute(request.arguments, tools.context)
-        return _ended(request, tool, started, output)
-    except Exception as error:
-        return _ended(request, tool, started, error=error)
-
-
-@dataclass(slots=True)
-class SyncPort:
-    """A turn's world, blocking: a sync memory (or none), a sync model, tools and moderation
-    on threads when they run beside the caller."""
-
-    memory: AnyMemory | None
-    chat: Callable[[ChatRequest], ChatResponse] | None
-    stream: Callable[[ChatRequest], Iterator[ServiceEvent]] | None
-    moderator: Callable[[list[ChatMessage]], Moderation] | None = None
-    executor: Callable[[], concurrent.futures.Executor] | None = None
-    tools: TurnTools = field(default_factory=lambda: TurnTools(None, ToolOptions()))
-    augmentor: RetrievalAugmentor | None = None
-    recall: RecallStep | None = None
-    working: WorkingStep | None = None
-    _moderation: concurrent.futures.Future[Moderation] | None = None
-
-    def window(self, pending: list[ChatMessage]) -> list[ChatMessage]:
-        memory = self.memory
-        window = list(pending) if memory is None else _preview_sync(memory, pending)
-        if self.working is not None:
-            window = self.working.window(window, memory)
-        if memory is None or self.recall is None:
-            return window
-        return self.recall.window(memory, window)
-
-    def exchange_events(
-        self, request: ChatRequest, *, forward: bool
-    ) -> Generator[ServiceEvent, None, ChatResponse]:
-        if self.chat is not None and not forward:
-            return self.chat(request)
-        assert self.stream is not None
-        response: ChatResponse | None = None
-        events = self.stream(request)
-        try:
-            for event in events:
-                if isinstance(event, ChatResponse):
-                    response = event
-                elif isinstance(event, CompleteToolCall):
-                    self._start_early(event.request)
-                if forward:
-                    yield event
-        finally:
-            close = getattr(events, "close", None)
-            if close is not None:
-                close()
-        assert response is not None, "a stream ends with its ChatResponse"
-        return response
-
-    def _start_early(self, request: ToolExecutionRequest) -> None:
-        tools = self.tools
-        if request.id is None or tools.toolbox is None or request.id in tools.early:
-            return
-        tool = tools.lookup(request)
-        if tools.options.concurrent and self.executor is not None:
-            tools.early[request.id] = self.executor().submit(_run_sync, tool, request, tools)
-        else:
-            tools.early[request.id] = _run_sync(tool, request, tools)
-
-    def history(self) -> list[ChatMessage] | None:
-        return None if self.memory is None else self.memory.messages()  # type: ignore[return-value]
-
-    def augment(self, request: AugmentationRequest) -> AugmentationResult:
-        assert self.augmentor is not None
-        return self.augmentor.augment(request)
-
-    def tool_specifications(self, first: bool) -> tuple[ToolSpecification, ...]:
-        toolbox = self.tools.toolbox
-        if toolbox is None:
-            return ()
-        provided = [(p, _provide_sync(p, toolbox.context)) for p in toolbox.to_ask(first)]
-        return self.tools.specifications(provided)
-
-    def call_tools(self, requests: Sequence[ToolExecutionRequest]) -> ToolRound:
-        tools = self.tools
-        attempts: list[Attempt | concurrent.futures.Future[Attempt]] = []
-        waiting = [r for r in requests if r.id is None or r.id not in tools.early]
-        run_beside = tools.options.concurrent and len(waiting) > 1 and self.executor is not None
-        for request in requests:
-            started = tools.early.pop(request.id, None) if request.id is not None else None
-            if started is not None:
-                attempts.append(started)
-            elif run_beside:
-                assert self.executor is not None
-                attempts.append(
-                    self.executor().submit(_run_sync, tools.lookup(request), request, tools)
-                )
-            else:
-                attempts.append(_run_sync(tools.lookup(request), request, tools))
-        done = [a.result() if isinstance(a, concurrent.futures.Future) else a for a in attempts]
-        return tools.finish(done)
-
-    def emit(self, event: ServiceEvent) -> None:  # pragma: no cover - the driver handles it
-        pass
-
-    def start_moderation(self, messages: list[ChatMessage]) -> None:
-        assert self.moderator is not None
-        assert self.executor is not None
-        self._moderation = self.executor().submit(self.moderator, moderated_texts(messages))
-
-    def verdict(self) -> Moderation:
-        assert self._moderation is not None
-        return self._moderation.result()
-
-    def commit(self, messages: list[ChatMessage]) -> None:
-        if self.memory is not None:
-            self.memory.add(messages)
-            if self.recall is not None:
-                self.recall.index(self.memory)
-
-    def close(self) -> None:
-        if self._moderation is not None:
-            self._moderation.cancel()
-
-
-def _provide_sync(provider: Any, context: ToolContext) -> Sequence[Tool]:
-    provide = getattr(provider, "provide", None)
-    if provide is None:
-        raise ConfigurationError(
-            f"the tool provider {provider!r} is async only: call the service from an async "
-            f"method, or give it a provider with provide()"
-        )
-    return provide(context)  # type: ignore[no-any-return]
-
-
-@dataclass(slots=True)
-class AsyncPort:
-    """A turn's world on asyncio; a sync memory, model or tool runs on a worker thread."""
-
-    memory: AnyMemory | None
-    memory_is_async: bool
-    chat: Callable[[ChatRequest], Any] | None
-    """`achat` (awaited) or a sync `chat` (run on a thread)."""
-    chat_is_async: bool
-    stream: Callable[[ChatRequest], AsyncIterator[ServiceEvent]] | None
-    moderator: Callable[[list[ChatMessage]], Any] | None = None
-    moderator_is_async: bool = False
-    tools: TurnTools = field(default_factory=lambda: TurnTools(None, ToolOptions()))
-    augmentor: RetrievalAugmentor | None = None
-    recall: RecallStep | None = None
-    working: WorkingStep | None = None
-    _moderation: asyncio.Future[Moderation] | None = None
-    _tasks: list[asyncio.Task[Attempt]] = field(default_factory=list)
-
-    async def window(self, pending: list[ChatMessage]) -> list[ChatMessage]:
-        memory = self.memory
-        if memory is None:
-            window = list(pending)
-        elif self.memory_is_async:
-            window = await _preview_async(memory, pending)
-        else:
-            window = await asyncio.to_thread(_preview_sync, memory, pending)
-        if self.working is not None:
-            window = await self.working.awindow(window, memory)
-        if memory is None or self.recall is None:
-            return window
-        return await self.recall.awindow(memory, window)
-
-    async def exchange_events(self, request: ChatRequest) -> AsyncIterator[ServiceEvent]:
-        if self.chat is not None:
-            if self.chat_is_async:
-                yield await self.chat(request)
-            else:
-                yield await asyncio.to_thread(self.chat, request)
-            return
-        assert self.stream is not None
-        events = self.stream(request)
-        try:
-            async for event in events:
-                if isinstance(event, CompleteToolCall):
-                    self._start_early(event.request)
-                yield event
-        finally:
-            close = getattr(events, "aclose", None)
-            if close is not None:
-                await close()
-
-    def _start_early(self, request: ToolExecutionRequest) -> None:
-        tools = self.tools
-        if request.id is None or tools.toolbox is None or request.id in tools.early:
-            return
-        task = asyncio.ensure_future(_run_async(tools.lookup(request), request, tools))
-        self._tasks.append(task)
-        tools.early[request.id] = task
-
-    async def history(self) -> list[ChatMessage] | None:
-        if self.memory is None:
-            return None
-        if self.memory_is_async:
-            return await self.memory.messages()  # type: ignore[no-any-return,misc]
-        return await asyncio.to_thread(self.memory.messages)  # type: ignore[arg-type]
-
-    async def augment(self, request: AugmentationRequest) -> AugmentationResult:
-        assert self.augmentor is not None
-        aaugment = getattr(self.augmentor, "aaugment", None)
-        if aaugment is not None:
-            return await aaugment(request)  # type: ignore[no-any-return]
-        return await asyncio.to_thread(self.augmentor.augment, request)
-
-    async def tool_specifications(self, first: bool) -> tuple[ToolSpecification, ...]:
-        toolbox = self.tools.toolbox
-        if toolbox is None:
-            return ()
-        provided = [(p, await _provide_async(p, toolbox.context)) for p in toolbox.to_ask(first)]
-        return self.tools.specifications(provided)
-
-    async def call_tools(self, requests: Sequence[ToolExecutionRequest]) -> ToolRound:
-        tools = self.tools
-        started: list[Any] = []
-        for request in requests:
-            early = tools.early.pop(request.id, None) if request.id is not None else None
-            started.append(early if early is not None else None)
-        waiting = sum(1 for s in started if s is None)
-        if tools.options.concurrent and waiting > 1:
-            for index, request in enumerate(requests):
-                if started[index] is None:
-                    task = asyncio.ensure_future(_run_async(tools.lookup(request), request, tools))
-                    self._tasks.append(task)
-                    started[index] = task
-        attempts = []
-        for request, begun in zip(requests, started, strict=True):
-            if begun is None:
-                attempts.append(await _run_async(tools.lookup(request), request, tools))
-            else:
-                attempts.append(await begun)
-        return tools.finish(attempts)
-
-    async def emit(self, event: ServiceEvent) -> None:  # pragma: no cover - the driver does it
-        pass
-
-    async def start_moderation(self, messages: list[ChatMessage]) -> None:
-        assert self.moderator is not None
-        texts = moderated_texts(messages)
-        if self.moderator_is_async:
-            self._moderation = asyncio.ensure_future(self.moderator(texts))
-        else:
-            self._moderation = asyncio.ensure_future(asyncio.to_thread(self.moderator, texts))
-
-    async def verdict(self) -> Moderation:
-        assert self._moderation is not None
-        return await self._moderation
-
-    async def commit(self, messages: list[ChatMessage]) -> None:
-        if self.memory is None:
-            return
-        if self.memory_is_async:
-            await self.memory.add(messages)  # type: ignore[misc]
-        else:
-            await asyncio.to_thread(self.memory.add, messages)
-        if self.recall is not None:
-            await self.recall.aindex(self.memory, self.memory_is_async)
-
-    async def aclose(self) -> None:
-        if self._moderation is not None and not self._moderation.done():
-            self._moderation.cancel()
-        for task in self._tasks:
-            if not task.done():
-                task.cancel()
-
-
-async def _provide_async(provider: Any, context: ToolContext) -> Sequence[Tool]:
-    aprovide = getattr(provider, "aprovide", None)
-    if aprovide is not None:
-        return await aprovide(context)  # type: ignore[no-any-return]
-    return await asyncio.to_thread(provider.provide, context)
-
-
-def _preview_sync(memory: AnyMemory, pending: list[ChatMessage]) -> list[ChatMessage]:
-    preview = getattr(memory, "preview", None)
-    if preview is not None:
-        return preview(pending)  # type: ignore[no-any-return]
-    return [*memory.messages(), *pending]  # type: ignore[misc]
-
-
-async def _preview_async(memory: AnyMemory, pending: list[ChatMessage]) -> list[ChatMessage]:
-    preview = getattr(memory, "preview", None)
-    if preview is not None:
-        return await preview(pending)  # type: ignore[no-any-return]
-    return [*(await memory.messages()), *pending]  # type: ignore[misc]

@@ -20,15 +20,13 @@ shown to the model. Everything is worked out once per declaration, on first use.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import dataclasses
 import inspect
 import json
 import re
 import types
 import typing
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from typing import (
     Annotated,
     Any,
@@ -49,12 +47,14 @@ from pydantic.fields import FieldInfo
 
 from .._errors import ConfigurationError, shorten
 from .._json_schema import lenient_schema, strict_schema
+from .._threads import in_thread, run_coroutine
 from ..models import ToolSpecification
 from ._contracts import (
     ReturnBehavior,
     ToolArgumentsError,
     ToolContext,
     ToolExecutionError,
+    ToolLimits,
     ToolOutput,
 )
 
@@ -115,6 +115,8 @@ class ToolDeclaration:
     return_behavior: ReturnBehavior
     strict: bool | None
     extra_arguments: ExtraArguments = "forbid"
+    limits: ToolLimits = dataclasses.field(default_factory=ToolLimits)
+    requires_approval: bool = False
     compiled: dict[bool, _Compiled] = dataclasses.field(default_factory=dict, compare=False)
 
 
@@ -131,6 +133,9 @@ def tool(
     return_behavior: ReturnBehavior = "to_model",
     strict: bool | None = None,
     extra_arguments: ExtraArguments = "forbid",
+    retries: int | None = None,
+    timeout: float | None = None,
+    requires_approval: bool = False,
 ) -> Callable[[F], F]: ...
 
 
@@ -142,11 +147,18 @@ def tool(
     return_behavior: ReturnBehavior = "to_model",
     strict: bool | None = None,
     extra_arguments: ExtraArguments = "forbid",
+    retries: int | None = None,
+    timeout: float | None = None,
+    requires_approval: bool = False,
 ) -> Any:
     """Mark a function or method as a tool: ``@tool``, ``@tool("What it does")``,
     ``@tool(name="get_weather", return_behavior="immediate", strict=True)``. The function is
     returned unchanged (still callable as before). ``extra_arguments="ignore"`` drops arguments
-    the function does not take instead of refusing them."""
+    the function does not take instead of refusing them. `retries` and `timeout` are the tool's
+    own `ToolLimits`: how often one service call may send the model back to it (it raised
+    `ModelRetry`, or its arguments did not fit), and how many seconds a call of it may take.
+    ``requires_approval=True`` stops a service call before the tool runs, until someone
+    approves or denies it (`ApprovalRequired`, `service.resume`)."""
     if callable(function_or_description) or isinstance(function_or_description, classmethod):
         return _mark(function_or_description, ToolDeclaration(None, None, "to_model", None))
     if function_or_description is not None and not isinstance(function_or_description, str):
@@ -155,6 +167,11 @@ def tool(
         )
     declaration = _declaration(
         name, function_or_description, return_behavior, strict, extra_arguments
+    )
+    declaration = dataclasses.replace(
+        declaration,
+        limits=ToolLimits(retries, timeout),
+        requires_approval=bool(requires_approval),
     )
     return lambda function: _mark(function, declaration)
 
@@ -203,6 +220,9 @@ def tool_from(
     return_behavior: ReturnBehavior | None = None,
     strict: bool | None = None,
     extra_arguments: ExtraArguments | None = None,
+    retries: int | None = None,
+    timeout: float | None = None,
+    requires_approval: bool | None = None,
 ) -> FunctionTool:
     """A tool from a function not decorated with `@tool` (a library's, a lambda-free helper).
 
@@ -218,7 +238,14 @@ def tool_from(
         strict if strict is not None else marked.strict,
         extra_arguments if extra_arguments is not None else marked.extra_arguments,
     )
-    return FunctionTool(function, declared)
+    limits = ToolLimits(
+        retries if retries is not None else marked.limits.retries,
+        timeout if timeout is not None else marked.limits.timeout,
+    )
+    approval = marked.requires_approval if requires_approval is None else requires_approval
+    return FunctionTool(
+        function, dataclasses.replace(declared, limits=limits, requires_approval=bool(approval))
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -449,6 +476,8 @@ class FunctionTool:
         self._function = function
         self._compiled = compiled
         self._behavior: ReturnBehavior = declared.return_behavior
+        self.limits = declared.limits
+        self.requires_approval = declared.requires_approval
 
     def __repr__(self) -> str:
         return f"FunctionTool({self._compiled.specification.name!r})"
@@ -465,7 +494,7 @@ class FunctionTool:
         kwargs = self._arguments(arguments, context)
         try:
             if self._compiled.is_async:
-                value = _run_coroutine(self._function(**kwargs))
+                value = run_coroutine(self._function(**kwargs))
             else:
                 value = self._function(**kwargs)
         except Exception as error:
@@ -478,7 +507,7 @@ class FunctionTool:
             if self._compiled.is_async:
                 value = await self._function(**kwargs)
             else:
-                value = await asyncio.to_thread(self._function, **kwargs)
+                value = await in_thread(self._function, **kwargs)
         except Exception as error:
             raise self._failed(error) from error
         return self._output(value)
@@ -608,17 +637,6 @@ def _explain(error: pydantic.ValidationError, shown: int = 5) -> str:
     if len(items) > shown:
         problems.append(f"and {len(items) - shown} more")
     return "; ".join(problems)
-
-
-def _run_coroutine(coroutine: Coroutine[Any, Any, Any]) -> Any:
-    """Run an async tool from sync code: on this thread, or on a worker when this thread
-    already runs an event loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
 
 
 def tools_of(item: object) -> list[FunctionTool]:
