@@ -29,6 +29,7 @@ from .._messages import (
 
 __all__ = [
     "Row",
+    "contents_text",
     "format_time",
     "full_text",
     "message_lines",
@@ -74,7 +75,7 @@ def _text(message: ChatMessage) -> str:
     if isinstance(message, SystemMessage):
         return message.text
     if isinstance(message, UserMessage):
-        text = _contents(message.contents)
+        text = contents_text(message.contents)
         return text if message.name is None else f"{message.name}: {text}"
     if isinstance(message, AiMessage):
         parts = [message.text] if message.text else []
@@ -82,7 +83,7 @@ def _text(message: ChatMessage) -> str:
         return " · ".join(parts) if parts else "(empty)"
     if isinstance(message, ToolExecutionResultMessage):
         error = " (error)" if message.is_error else ""
-        return f"← {message.tool_name or '?'}{error}: {_contents(message.contents)}"
+        return f"← {message.tool_name or '?'}{error}: {contents_text(message.contents)}"
     assert isinstance(message, CustomMessage)
     return json.dumps(thaw(message.attributes), ensure_ascii=False, default=str)
 
@@ -96,8 +97,9 @@ def printable(text: str) -> str:
     return _SURROGATES.sub("\ufffd", text)
 
 
-def _contents(contents: Sequence[Content]) -> str:
-    return " ".join(
+def contents_text(contents: Sequence[Content], separator: str = " ") -> str:
+    """The contents' text, with `[Image]`, `[Audio]`... in place of what is not text."""
+    return separator.join(
         c.text if isinstance(c, TextContent) else f"[{type(c).__name__.removesuffix('Content')}]"
         for c in contents
     )
