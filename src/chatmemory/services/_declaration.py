@@ -104,8 +104,6 @@ class MethodPlan:
     user_param: str | None
     """The parameter whose value is the user's text, verbatim (not a template)."""
     it_param: str | None
-    extra_variables: bool
-    """The method takes ``**kwargs``: their entries are template variables too."""
     returns: Returns
     output: OutputSpec[Any] | None
     moderated: bool
@@ -144,7 +142,7 @@ class Declaration:
 
 
 def read_declaration(
-    cls: object, *, has_system_provider: bool, reserved: frozenset[str], clock: Clock | None
+    cls: object, *, reserved: frozenset[str], clock: Clock | None
 ) -> Declaration:
     if not isinstance(cls, type) or not (_is_protocol(cls) or inspect.isabstract(cls)):
         raise ConfigurationError(
@@ -289,7 +287,6 @@ def _read_method(
         user=user,
         user_param=user_param,
         it_param=it_param,
-        extra_variables=extra,
         returns=returns,
         output=output,
         moderated=moderated,

@@ -207,7 +207,6 @@ def ai_service(
     """
     declaration = read_declaration(
         cls,
-        has_system_provider=system_message_provider is not None,
         reserved=_RESERVED,
         clock=clock,
     )
