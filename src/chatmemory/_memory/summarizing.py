@@ -32,7 +32,7 @@ from .._policies.summary import (
 from .._prompts import PromptTemplate
 from .._threads import in_thread
 from .._tokens import TokenCountEstimator
-from ..models import ChatRequest, ChatResponse
+from ..models import AsyncChatModel, ChatModel, ChatRequest, ChatResponse
 from .window import (
     AsyncStoreLike,
     AsyncTokenWindowChatMemory,
@@ -186,19 +186,19 @@ class _AsyncPort:
         await self.inner.set(messages)
 
     async def chat(self, request: ChatRequest) -> ChatResponse | ChatMemoryError:
-        achat = getattr(self.model, "achat", None)
+        model = self.model
         try:
-            if achat is not None:
-                return await achat(request)  # type: ignore[no-any-return]
-            return await in_thread(self.model.chat, request)
+            if isinstance(model, AsyncChatModel):
+                return await model.achat(request)
+            return await in_thread(model.chat, request)
         except ChatMemoryError as error:
             return error
 
 
 def _check_model(model: object, *, async_: bool) -> None:
-    if not callable(getattr(model, "chat", None)) and not (
-        async_ and callable(getattr(model, "achat", None))
-    ):
+    """A model that answers (`ChatModel`, or `AsyncChatModel` for the async memory): its
+    protocols say so, never its attribute names."""
+    if not isinstance(model, ChatModel) and not (async_ and isinstance(model, AsyncChatModel)):
         raise ConfigurationError(
             f"`chat_model` must answer chat(request){' or achat(request)' if async_ else ''}, "
             f"got {model!r}"
