@@ -141,9 +141,7 @@ class Declaration:
     uses_memory_id: bool
 
 
-def read_declaration(
-    cls: object, *, reserved: frozenset[str], clock: Clock | None
-) -> Declaration:
+def read_declaration(cls: object, *, reserved: frozenset[str], clock: Clock | None) -> Declaration:
     if not isinstance(cls, type) or not (_is_protocol(cls) or inspect.isabstract(cls)):
         raise ConfigurationError(
             f"ai_service() implements a typing.Protocol or an abstract class (abc.ABC), found "

@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import TypeAlias
 
 from .._errors import ConfigurationError
+from .._lru import LruCache
 from .._memory.window import AsyncChatMemory, ChatMemory
 
 __all__ = ["AnyMemory", "ChatMemoryProvider", "Memories", "is_async_memory"]
@@ -56,7 +56,7 @@ class Memories:
         self.shared = memory
         self.provider = provider
         self.limit = limit
-        self._cache: OrderedDict[str, AnyMemory] = OrderedDict()
+        self._cache: LruCache[str, AnyMemory] = LruCache(limit)
         self._guard = threading.Lock()
         self._slots: dict[str, _Slot] = {}
 
@@ -68,23 +68,17 @@ class Memories:
         """The memory of `memory_id` (made by the provider if need be); call under `hold`."""
         if self.shared is not None or self.provider is None:
             return self.shared
-        with self._guard:
-            memory = self._cache.get(memory_id)
-            if memory is not None:
-                self._cache.move_to_end(memory_id)
-                return memory
+        memory = self._cache.get(memory_id)
+        if memory is not None:
+            return memory
         memory = self.provider(memory_id)
         _check(memory, memory_id)
-        with self._guard:
-            self._cache[memory_id] = memory
-            while len(self._cache) > self.limit:
-                self._cache.popitem(last=False)
+        self._cache.put(memory_id, memory)
         return memory
 
     def evict(self, memory_id: str) -> bool:
         """Forget the cached memory object of `memory_id`; True if there was one."""
-        with self._guard:
-            return self._cache.pop(memory_id, None) is not None
+        return self._cache.pop(memory_id) is not None
 
     # -- one turn at a time per id ---------------------------------------------------------
 
