@@ -48,6 +48,14 @@ from pydantic.fields import FieldInfo
 
 from .._errors import ConfigurationError, shorten
 from .._json_schema import lenient_schema, strict_schema
+from .._messages import (
+    AudioContent,
+    Content,
+    ImageContent,
+    PdfFileContent,
+    TextContent,
+    VideoContent,
+)
 from .._threads import in_thread, run_coroutine
 from ..models import ToolSpecification
 from ._contracts import (
@@ -80,6 +88,7 @@ ToolMemoryId = NewType("ToolMemoryId", str)
 memory id of the service call; the model never sees it."""
 
 _ATTRIBUTE = "__chatmemory_tool__"
+CONTENT_TYPES = (TextContent, ImageContent, AudioContent, VideoContent, PdfFileContent)
 _BEHAVIORS = ("to_model", "immediate", "immediate_if_last")
 _EXTRA = ("forbid", "ignore")
 
@@ -604,11 +613,28 @@ class FunctionTool:
             return ToolOutput("Success" if self._compiled.returns_none else "null", None)
         if isinstance(value, str):
             return ToolOutput(value, value)
+        contents = _contents(value)
+        if contents:
+            texts = [c.text for c in contents if isinstance(c, TextContent)]
+            return ToolOutput("\n".join(texts), value, contents=contents)
         try:
             text = pydantic_core.to_json(value).decode()
         except pydantic_core.PydanticSerializationError:
             text = str(value)
         return ToolOutput(text, value)
+
+
+def _contents(value: object) -> tuple[Content, ...]:
+    """A tool's result as contents: an image (audio, PDF...), or a list or tuple of contents and
+    texts with at least one that is not text; empty for anything else (sent as JSON text)."""
+    if isinstance(value, CONTENT_TYPES):
+        return (value,) if not isinstance(value, TextContent) else ()
+    if not isinstance(value, (list, tuple)) or not value:
+        return ()
+    if not all(isinstance(item, (str, *CONTENT_TYPES)) for item in value):
+        return ()
+    found = tuple(TextContent(item) if isinstance(item, str) else item for item in value)
+    return found if any(not isinstance(c, TextContent) for c in found) else ()
 
 
 def parse_arguments(arguments: str, tool: str) -> dict[str, Any]:
