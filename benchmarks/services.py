@@ -9,10 +9,17 @@ the floor, which commits twice.
 
 `sdk_share`: the same call through `OpenAiChatModel` (the official SDK) against a local server
 speaking OpenAI's wire protocol, to show where the time of a real call goes.
+
+`tool_round`: a call whose model asks for one tool, then answers (two model calls, one
+commit), on SQLite, Redis and PostgreSQL (when they answer): µs per call and how many times
+the store is asked for the window. The turn reads the window once; later model calls of the
+turn plan on it, and the versioned commit checks it (before, each model call read it: one round
+trip more per tool round on a network store).
 """
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import tempfile
 import time
@@ -170,6 +177,76 @@ def sdk_share(quick: bool = False) -> str:
     )
 
 
+class Agent(Protocol):
+    def chat(self, user: Annotated[str, MemoryId], text: Annotated[str, UserMessage]) -> str: ...
+
+
+def _lookup(topic: str) -> str:
+    """What is known about a topic."""
+    return f"three short paragraphs about {topic}"
+
+
+def _tool_round_call(store: Any, memory_id: str) -> tuple[Callable[[int], Any], list[int]]:
+    from chatmemory import ToolExecutionRequest, ToolExecutionResultMessage
+    from chatmemory.models import ChatResponse
+    from chatmemory.tools import tool
+
+    reads = [0]
+    load = store.load_window
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        reads[0] += 1
+        return load(*args, **kwargs)
+
+    store.load_window = counted
+    calls = itertools.count()
+
+    def answer(request: ChatRequest) -> Any:
+        from chatmemory import AiMessage
+
+        if not isinstance(request.messages[-1], ToolExecutionResultMessage):
+            call = ToolExecutionRequest(f"call_{next(calls)}", "lookup", '{"topic": "tides"}')
+            return ChatResponse(ai_message=AiMessage(tool_execution_requests=[call]))
+        return ANSWER
+
+    service = ai_service(
+        Agent,
+        chat_model=ScriptedChatModel(answer),
+        chat_memory_provider=lambda mid: _memory(store, mid),
+        tools=[tool(_lookup)],
+    )
+    return lambda i: service.chat(memory_id, f"Question {i}: how do tides work?"), reads
+
+
+def tool_round(quick: bool = False) -> str:
+    from . import turn
+
+    calls = 50 if quick else 200
+    rows = []
+    for name, away, make in (
+        ("SQLite", turn._sqlite_away, turn._sqlite_store),
+        ("Redis", turn._redis_away, turn._redis_store),
+        ("PostgreSQL", turn._postgres_away, turn._postgres_store),
+    ):
+        reason = away()
+        if reason is not None:
+            rows.append([name, "—", "—", f"skipped: {reason}"])
+            continue
+        with tempfile.TemporaryDirectory() as tmp, make(Path(tmp)) as store:
+            _prefill(store, "tools", 100)
+            call, reads = _tool_round_call(store, "tools")
+            micros = _median_us(call, calls)
+            per_call = reads[0] / (calls + WARMUP)
+        rows.append([name, f"{micros:,.0f}", f"{per_call:.2f}", "2 model calls, 1 commit"])
+    return table(
+        f"Service call with one tool round at N=100 (µs, median of {calls}; window reads per "
+        f"call: the store asked for the window, before this turn design 2)",
+        ["store", "µs per call", "window reads per call", "what the call does"],
+        rows,
+    )
+
+
 def run(quick: bool = False) -> Iterator[str]:
     yield overhead(quick)
     yield sdk_share(quick)
+    yield tool_round(quick)

@@ -26,12 +26,16 @@ from ._errors import (
     ChatMemoryError,
     ConcurrentUpdateError,
     ConfigurationError,
+    GuardrailError,
+    ModelBehaviourError,
     ModelError,
+    ModelRetry,
     ModerationError,
     OutputParsingError,
     SerializationError,
     StoreError,
     ToolLoopError,
+    ToolServerError,
 )
 from ._memory.summarizing import AsyncSummarizingChatMemory, SummarizingChatMemory
 from ._memory.window import (
@@ -72,6 +76,7 @@ from .models import (
     ToolSpecification,
 )
 from .services import (
+    ApprovalRequired,
     AsyncTokenStream,
     ChatMemoryAccess,
     MemoryId,
@@ -110,6 +115,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree wi
 __all__ = [
     "AiMessage",
     "AnthropicChatModel",
+    "ApprovalRequired",
     "ApproximateTokenCountEstimator",
     "AsyncChatMemory",
     "AsyncChatMemoryStore",
@@ -137,13 +143,16 @@ __all__ = [
     "Content",
     "CustomMessage",
     "DetailLevel",
+    "GuardrailError",
     "HistoryEntry",
     "ImageContent",
     "InMemoryChatMemoryStore",
     "MemoryId",
     "MemoryProcessor",
     "MessageWindowChatMemory",
+    "ModelBehaviourError",
     "ModelError",
+    "ModelRetry",
     "ModerationError",
     "OpenAiChatModel",
     "OpenAiTokenCountEstimator",
@@ -171,6 +180,7 @@ __all__ = [
     "ToolExecutionRequest",
     "ToolExecutionResultMessage",
     "ToolLoopError",
+    "ToolServerError",
     "ToolSpecification",
     "UserId",
     "UserMessage",

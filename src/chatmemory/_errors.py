@@ -3,15 +3,27 @@
 One base class, a small tree::
 
     ChatMemoryError
+    │   the caller's own mistake
     ├── ConfigurationError      (also a ValueError) a usage mistake: fix the call
-    ├── SerializationError      (also a ValueError) stored or given data could not be read
+    │   (a service method called with wrong arguments raises TypeError, as Python does)
+    │   infrastructure: try again later, or fix the server
     ├── StoreError              a store failed: carries `memory_id` and `store`
     │   └── ConcurrentUpdateError  another writer won too many times in a row
     ├── ModelError              a chat model failed: `retriable` says whether to try again,
     │                           `status` and `provider_message` keep what the provider said
-    ├── OutputParsingError      (also a ValueError) a model's answer is not the declared type
+    ├── ToolServerError         a tool server (MCP) could not be reached or listed
+    │   a model that misbehaved: asking again may pass (`output_retries` does for parsing)
+    ├── ModelBehaviourError     the model's answer cannot be used: an unknown tool called
+    │   │                       with on_unknown_tool="raise", a router answer that names no source
+    │   ├── OutputParsingError  (also a ValueError) a model's answer is not the declared type
+    │   └── ToolLoopError       a service call's model kept calling tools past the limit
+    │   data and policy
+    ├── SerializationError      (also a ValueError) stored or given data could not be read
     ├── ModerationError         a moderation model flagged the input; nothing was stored
-    └── ToolLoopError           a service call's model kept calling tools past the limit
+    └── GuardrailError          a guardrail refused the input or the answer; nothing was stored
+
+`ModelRetry` is not raised by the library: a tool or an output guardrail raises it to have the
+model try again with its message.
 """
 
 from __future__ import annotations
@@ -20,12 +32,16 @@ __all__ = [
     "ChatMemoryError",
     "ConcurrentUpdateError",
     "ConfigurationError",
+    "GuardrailError",
+    "ModelBehaviourError",
     "ModelError",
+    "ModelRetry",
     "ModerationError",
     "OutputParsingError",
     "SerializationError",
     "StoreError",
     "ToolLoopError",
+    "ToolServerError",
 ]
 
 
@@ -115,7 +131,19 @@ class ModelError(ChatMemoryError):
         self.request_id = request_id
 
 
-class OutputParsingError(ChatMemoryError, ValueError):
+class ToolServerError(ChatMemoryError):
+    """A tool server (an MCP server) could not be reached, or did not list its tools; the
+    message says which server and what went wrong (never its secrets)."""
+
+
+class ModelBehaviourError(ChatMemoryError):
+    """A model answered, but not in a way the call can use: it called a tool that does not
+    exist (with ``on_unknown_tool="raise"``), a routing model named no source, its answer does
+    not parse (`OutputParsingError`), it kept calling tools (`ToolLoopError`). Nothing of the
+    call was stored; asking again may pass."""
+
+
+class OutputParsingError(ModelBehaviourError, ValueError):
     """A model's answer could not be read as the type the service method declares.
 
     `text` is the answer as the model wrote it, `target` the type it was read into, and
@@ -141,7 +169,24 @@ class ModerationError(ChatMemoryError):
         self.moderation = moderation
 
 
-class ToolLoopError(ChatMemoryError):
+class GuardrailError(ChatMemoryError):
+    """A guardrail refused a service call's input, or its answer (also after asking the model
+    again as often as allowed); nothing of the call was stored. `stage` is ``"input"`` or
+    ``"output"``. Raise it from an input or output guardrail to refuse."""
+
+    def __init__(self, message: str, *, stage: str = "input") -> None:
+        super().__init__(message)
+        self.stage = stage
+
+
+class ModelRetry(Exception):
+    """Raised by an output guardrail (or a tool): the model is asked again, told this message.
+
+    Not a `ChatMemoryError`: it is the application's signal, and the library turns it into
+    another model call (or, past the limit, into a `GuardrailError`)."""
+
+
+class ToolLoopError(ModelBehaviourError):
     """The model asked for tools more times in one service call than
     `max_tool_calling_round_trips` allows; nothing of the call was stored."""
 

@@ -22,7 +22,18 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeAlias, TypeVar, cas
 
 from ._errors import ConcurrentUpdateError
 
-__all__ = ["Call", "Flow", "Sleep", "arun", "backoff", "call", "optimistic", "run", "sleep"]
+__all__ = [
+    "Call",
+    "Flow",
+    "Sleep",
+    "arun",
+    "backoff",
+    "call",
+    "optimistic",
+    "retry_optimistically",
+    "run",
+    "sleep",
+]
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -98,24 +109,51 @@ async def arun(flow: Flow[T], target: object) -> T:
             result = await getattr(target, op.name)(*op.args, **op.kwargs)
 
 
-def optimistic(attempt: Callable[[], Flow[bool]], *, store: object, memory_id: str) -> Flow[None]:
+def optimistic(
+    attempt: Callable[[], Flow[bool]],
+    *,
+    store: object,
+    memory_id: str,
+    attempts: int | None = None,
+    what: str = "this memory",
+) -> Flow[None]:
     """Run `attempt` (read, plan, versioned commit) until it commits, backing off in between.
 
     The one optimistic-commit loop of the library: an attempt returns False when another writer
     committed first, and nothing of it was written; it is then tried again on a fresh read.
-    After `ATTEMPTS` lost races it raises `ConcurrentUpdateError` (nothing written).
+    After `attempts` (`ATTEMPTS` by default) lost races it raises `ConcurrentUpdateError`
+    (nothing written); `what` names what kept changing.
     """
-    delays = backoff(ATTEMPTS)
+    tries = ATTEMPTS if attempts is None else attempts
+    delays = backoff(tries)
     while not (yield from attempt()):
         delay = next(delays, None)
         if delay is None:
             raise ConcurrentUpdateError(
-                f"other writers changed this memory on each of {ATTEMPTS} attempts; nothing was "
+                f"other writers changed {what} on every one of {tries} tries; nothing was "
                 f"written. Retry later, or give hot memory ids fewer concurrent writers",
                 store=store,
                 memory_id=memory_id,
             )
         yield from sleep(delay)
+
+
+def retry_optimistically(
+    attempt: Callable[[], bool],
+    *,
+    store: object,
+    memory_id: str,
+    attempts: int | None = None,
+    what: str = "this memory",
+) -> None:
+    """`optimistic` for blocking code whose `attempt` does its own I/O (a record store's
+    load and versioned save): the same loop, backoff and error."""
+
+    def flow() -> Flow[bool]:
+        return attempt()
+        yield  # pragma: no cover - a flow that asks nothing of its driver
+
+    run(optimistic(flow, store=store, memory_id=memory_id, attempts=attempts, what=what), None)
 
 
 ATTEMPTS = 200

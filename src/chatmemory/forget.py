@@ -7,7 +7,6 @@ every row, key or entry is deleted through the store, SQLite files keep no copy 
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ._errors import ConfigurationError
 from ._flow import Flow, arun, call, run
+from ._threads import in_thread
 from .recall import SemanticRecall
 
 __all__ = ["Forgotten", "aforget_user", "forget_user"]
@@ -205,7 +205,7 @@ class _AsyncParts:
 
     async def _store(self, name: str, *args: Any) -> Any:
         method = getattr(self._parts.store, name)
-        return await method(*args) if self._async else await asyncio.to_thread(method, *args)
+        return await method(*args) if self._async else await in_thread(method, *args)
 
     async def memory_ids(self) -> list[str]:
         return list(await self._store("memory_ids"))
@@ -217,7 +217,7 @@ class _AsyncParts:
     async def held(self, memory_ids: list[str]) -> dict[str, int]:
         store = self._parts.store
         if not self._async:
-            return await asyncio.to_thread(self._parts.held, memory_ids)
+            return await in_thread(self._parts.held, memory_ids)
         if not memory_ids:
             return {}
         if callable(getattr(store, "summaries", None)):
@@ -237,10 +237,10 @@ class _AsyncParts:
         return removed
 
     async def unrecord(self, keys: list[str]) -> list[str]:
-        return await asyncio.to_thread(self._parts.unrecord, keys)
+        return await in_thread(self._parts.unrecord, keys)
 
     async def untitle(self, memory_ids: list[str]) -> list[str]:
-        return await asyncio.to_thread(self._parts.untitle, memory_ids)
+        return await in_thread(self._parts.untitle, memory_ids)
 
     async def scrub(self) -> list[str]:
         left = []
@@ -248,7 +248,7 @@ class _AsyncParts:
             if inspect.iscoroutinefunction(part.scrub):
                 done = await part.scrub()
             else:
-                done = await asyncio.to_thread(part.scrub)
+                done = await in_thread(part.scrub)
             if not done:
                 left.append(repr(part))
         return left

@@ -14,6 +14,7 @@ from chatmemory import (
     AiMessage,
     ConfigurationError,
     ImageContent,
+    ModelBehaviourError,
     ModelError,
     SystemMessage,
     UserMessage,
@@ -250,7 +251,7 @@ def test_the_model_router_falls_back(answer: Any, fallback: Any) -> None:
         ScriptedChatModel([answer]), {a: "cats", b: "dogs"}, fallback=fallback
     )
     if fallback == "fail":
-        with pytest.raises((ModelError, ConfigurationError)):
+        with pytest.raises((ModelError, ModelBehaviourError)):
             router.route(Query("q"))
     else:
         expected = [] if fallback == "do_not_route" else [a, b]

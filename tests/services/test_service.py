@@ -398,7 +398,7 @@ def test_wrong_arguments_say_what_the_method_takes() -> None:
     assistant = ai_service(
         Assistant, chat_model=ScriptedChatModel([]), chat_memory_provider=windows()
     )
-    with pytest.raises(ConfigurationError, match=r"Assistant.chat\(...\): missing a required"):
+    with pytest.raises(TypeError, match=r"Assistant.chat\(...\): missing a required"):
         assistant.chat("alice", "hi")  # type: ignore[call-arg]
 
 

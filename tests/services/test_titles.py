@@ -10,8 +10,15 @@ from typing import Annotated, Protocol
 
 import pytest
 
-from chatmemory import ConfigurationError, MemoryId, MessageWindowChatMemory, ModelError
-from chatmemory.models import ChatRequest
+from chatmemory import (
+    ConcurrentUpdateError,
+    ConfigurationError,
+    MemoryId,
+    MessageWindowChatMemory,
+    ModelError,
+    UserMessage,
+)
+from chatmemory.models import Capability, ChatRequest
 from chatmemory.services import DEFAULT_TITLE_PROMPT, ConversationTitles, ai_service
 from chatmemory.testing import ScriptedChatModel
 from chatmemory.working import InMemoryRecordStore
@@ -107,6 +114,8 @@ def test_an_async_service_keeps_its_title_task_alive_until_drained() -> None:
 
 def test_an_async_only_title_model_and_a_foreground_async_title() -> None:
     class AsyncOnly:
+        capabilities: frozenset[Capability] = frozenset()
+
         async def achat(self, request: ChatRequest):  # type: ignore[no-untyped-def]
             return await ScriptedChatModel(["Async title"]).achat(request)
 
@@ -147,7 +156,7 @@ def test_a_failing_or_empty_title_model_is_logged_not_raised(
 
 def test_titles_settings_are_checked() -> None:
     with pytest.raises(ConfigurationError, match="is not a chat model"):
-        ConversationTitles(InMemoryRecordStore(), chat_model=object())
+        ConversationTitles(InMemoryRecordStore(), chat_model=object())  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="at least 8"):
         ConversationTitles(InMemoryRecordStore(), chat_model=ScriptedChatModel([]), max_length=3)
     with pytest.raises(ConfigurationError, match="`titles` must be ConversationTitles"):
@@ -159,6 +168,8 @@ def test_async_paths_with_a_sync_model_a_failure_and_a_title_already_there(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     class SyncOnly:
+        capabilities: frozenset[Capability] = frozenset()
+
         def __init__(self, answer: str | Exception) -> None:
             self.answer = answer
 
@@ -199,3 +210,37 @@ def test_setting_a_title_retries_when_another_writer_wins() -> None:
     store.save = save  # type: ignore[method-assign]
     titles.set("i", "Mine")
     assert titles.get("i") == "Mine"
+
+
+def test_the_title_model_and_prompt_are_chosen_per_conversation() -> None:
+    cheap = ScriptedChatModel(["Cheap title"])
+    careful = ScriptedChatModel(["Careful title"])
+    titles = ConversationTitles(
+        InMemoryRecordStore(),
+        chat_model=lambda memory_id: careful if memory_id.startswith("vip-") else cheap,
+        prompt=lambda memory_id: (
+            "Titre en français : {{user}}" if memory_id.endswith("-fr") else DEFAULT_TITLE_PROMPT
+        ),
+        background=False,
+    )
+    assert titles.generate("vip-1-fr", "bonjour", "salut") == "Careful title"
+    assert titles.generate("u-2", "hello", "hi") == "Cheap title"
+    assert careful.requests[0].messages[0] == UserMessage("Titre en français : bonjour")
+    assert "Write a title" in str(cheap.requests[0].messages[0])
+    wrong = ConversationTitles(
+        InMemoryRecordStore(),
+        chat_model=lambda _: "gpt",  # type: ignore[arg-type,return-value]
+        background=False,
+    )
+    with pytest.raises(ConfigurationError, match="gave 'gpt' for 'x', not a chat model"):
+        wrong.generate("x", "hi", "hello")
+
+
+def test_setting_a_title_against_busy_writers_gives_up_with_a_clear_error() -> None:
+    class Busy(InMemoryRecordStore):
+        def save(self, key: str, text: str, *, expected: int) -> int:
+            raise ConcurrentUpdateError("busy", store=self, memory_id=key)
+
+    titles = ConversationTitles(Busy(), chat_model=ScriptedChatModel([]))
+    with pytest.raises(ConcurrentUpdateError, match="changed the title of 'c' on every one"):
+        titles.set("c", "A title")

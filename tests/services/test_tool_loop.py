@@ -18,6 +18,7 @@ from chatmemory import (
     ConfigurationError,
     InMemoryChatMemoryStore,
     MessageWindowChatMemory,
+    ModelBehaviourError,
     ModelError,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
@@ -199,7 +200,7 @@ def test_unknown_tools_can_raise_and_then_nothing_is_stored(mode: str) -> None:
         FnTool("weather", lambda city: "sun", "city"),
         on_unknown_tool="raise",
     )
-    with pytest.raises(ConfigurationError, match="no such tool"):
+    with pytest.raises(ModelBehaviourError, match="no such tool"):
         ask(service, mode, "u", "Weather?")
     assert store.history("u") == []
     assert ask(service, mode, "u", "hello") == "next call works"

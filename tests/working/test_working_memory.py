@@ -260,7 +260,9 @@ def test_a_memory_that_always_loses_the_race_gives_up_with_a_clear_error() -> No
             raise ConcurrentUpdateError("busy", store=self, memory_id=key)
 
     memory = WorkingMemory(Busy(), schema=Profile, max_attempts=3)
-    with pytest.raises(ConcurrentUpdateError, match="changed on every one of 3 tries"):
+    with pytest.raises(
+        ConcurrentUpdateError, match=r"changed the working memory of .* on every one of 3 tries"
+    ):
         memory.patch("u", {"name": "x"})
 
 

@@ -15,7 +15,6 @@ everything) or raises and writes nothing (`"raise"`).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
@@ -31,6 +30,7 @@ from .._policies.summary import (
     transcript,
 )
 from .._prompts import PromptTemplate
+from .._threads import in_thread
 from .._tokens import TokenCountEstimator
 from ..models import ChatRequest, ChatResponse
 from .window import (
@@ -190,7 +190,7 @@ class _AsyncPort:
         try:
             if achat is not None:
                 return await achat(request)  # type: ignore[no-any-return]
-            return await asyncio.to_thread(self.model.chat, request)
+            return await in_thread(self.model.chat, request)
         except ChatMemoryError as error:
             return error
 

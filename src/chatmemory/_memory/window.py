@@ -17,6 +17,7 @@ from .._contracts import AsyncChatMemoryStore, AsyncWindowStore, ChatMemoryStore
 from .._errors import ConfigurationError
 from .._flow import arun, run
 from .._messages import MESSAGE_TYPES, ChatMessage, check_messages
+from .._threads import in_thread
 from .._tokens.estimator import TokenCountEstimator
 from ..stores.in_memory import AsyncInMemoryChatMemoryStore, SingleMemoryStore
 from .budget import Budget, Limit, MessageBudget, TokenBudget
@@ -231,7 +232,7 @@ class _AsyncShell(_Shell):
         long = [m for m in batch if _characters(m) > _LONG]
         if long:
             size = self._core.budget.size
-            await asyncio.to_thread(lambda: [size(m) for m in long])
+            await in_thread(lambda: [size(m) for m in long])
 
 
 _LONG = 32_000

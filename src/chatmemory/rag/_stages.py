@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Literal, Protocol, runtime_checkable
 
-from .._errors import ConfigurationError, shorten
+from .._errors import ConfigurationError, ModelBehaviourError, shorten
 from .._messages import AiMessage, ChatMessage, UserMessage
 from .._prompts import PromptTemplate
 from ..models import ChatRequest, ChatResponse
@@ -259,11 +259,11 @@ class LanguageModelQueryRouter(_ModelStage):
             try:
                 number = int(part.strip())
             except ValueError:
-                raise ConfigurationError(
+                raise ModelBehaviourError(
                     f"the model answered {shorten(answer)!r}, not source numbers"
                 ) from None
             if not 1 <= number <= len(self.retrievers):
-                raise ConfigurationError(
+                raise ModelBehaviourError(
                     f"the model answered an unknown source number: {number}; the numbers are "
                     f"1 to {len(self.retrievers)}"
                 )

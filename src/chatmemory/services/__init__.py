@@ -18,6 +18,9 @@ assert assistant.chat("alice", "Hi", company="ACME") == "Hello!"
 ```
 """
 
+from .._errors import GuardrailError, ModelRetry
+from ..titles import DEFAULT_TITLE_PROMPT, ConversationTitles
+from ._approval import ApprovalAccess, ApprovalRequired, Decisions, PendingApproval
 from ._markers import (
     MemoryId,
     UserId,
@@ -39,15 +42,23 @@ from ._results import (
     ToolExecution,
 )
 from ._service import ChatMemoryAccess, ai_service
-from ._titles import DEFAULT_TITLE_PROMPT, ConversationTitles
+from ._turn import InputGuardrail, OutputGuardrail
 
 __all__ = [
     "DEFAULT_TITLE_PROMPT",
+    "ApprovalAccess",
+    "ApprovalRequired",
     "AsyncTokenStream",
     "ChatMemoryAccess",
     "ChatMemoryProvider",
     "ConversationTitles",
+    "Decisions",
+    "GuardrailError",
+    "InputGuardrail",
     "MemoryId",
+    "ModelRetry",
+    "OutputGuardrail",
+    "PendingApproval",
     "Result",
     "Retrieved",
     "ServiceEvent",

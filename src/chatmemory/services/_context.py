@@ -29,15 +29,15 @@ from ..models import (
 from ..models._values import ToolChoice, check_tool_choice
 from ..rag import ContentRetriever, DefaultRetrievalAugmentor, RetrievalAugmentor
 from ..recall import SemanticRecall
-from ..tools import AsyncToolProvider, Tool, ToolProvider
+from ..titles import ConversationTitles
+from ..tools import AsyncToolProvider, Tool, ToolLimits, ToolProvider
 from ..tools._collect import collect_tools
-from ..working import WorkingMemory
+from ..working import InMemoryRecordStore, RecordStore, WorkingMemory
 from ._declaration import Declaration, MethodPlan
 from ._memories import AnyMemory, ChatMemoryProvider, Memories
 from ._results import ToolExecution
-from ._titles import ConversationTitles
 from ._tooling import ArgumentsHandler, ErrorHandler, ToolOptions, UnknownToolHandler
-from ._turn import Retrieval
+from ._turn import InputGuardrail, OutputGuardrail, Retrieval
 
 __all__ = ["DEFAULT_MEMORY_ID", "ChatMemoryAccess", "Models", "ServiceContext", "resolve"]
 
@@ -117,7 +117,19 @@ class ServiceContext:
     working_memory: WorkingMemory[Any] | None
     titles: ConversationTitles | None
     semantic_recall: SemanticRecall | None
+    input_guardrails: tuple[InputGuardrail, ...] = ()
+    output_guardrails: tuple[OutputGuardrail, ...] = ()
+    guardrail_retries: int = 2
     tool_choice: ToolChoice | None = None
+    approvals: RecordStore | None = None
+    """Where calls stopped for approval are kept (None: no tool needs approval)."""
+    requires_approval: Callable[[ToolExecutionRequest], bool] | None = None
+
+    def needs_approval(self, request: ToolExecutionRequest, tool: Tool | None) -> bool:
+        """Whether a tool call waits for approval: the tool says so, or the service does."""
+        if tool is not None and getattr(tool, "requires_approval", False) is True:
+            return True
+        return self.requires_approval is not None and bool(self.requires_approval(request))
 
     @property
     def unstored_tools(self) -> frozenset[str]:
@@ -155,7 +167,14 @@ def resolve(
     working_memory: WorkingMemory[Any] | None,
     titles: ConversationTitles | None,
     semantic_recall: SemanticRecall | None,
+    input_guardrails: Iterable[InputGuardrail] = (),
+    output_guardrails: Iterable[OutputGuardrail] = (),
+    guardrail_retries: int = 2,
+    tool_retries: int | None = None,
+    tool_timeout: float | None = None,
     tool_choice: ToolChoice | None = None,
+    requires_approval: Callable[[ToolExecutionRequest], bool] | None = None,
+    approvals: RecordStore | None = None,
 ) -> ServiceContext:
     """`ai_service`'s arguments checked and resolved (see its docstring for each)."""
     if titles is not None and not isinstance(titles, ConversationTitles):
@@ -175,6 +194,7 @@ def resolve(
             "pass chat_memory (one memory for every call) or chat_memory_provider (one per "
             "memory id), not both"
         )
+    guards = _guardrails(input_guardrails, output_guardrails, guardrail_retries)
     if not _count(output_retries, minimum=0):
         raise ConfigurationError(f"`output_retries` must be an int >= 0, got {output_retries!r}")
     if not _count(max_cached_memories, minimum=1):
@@ -205,6 +225,7 @@ def resolve(
             "`answer_when_nothing_retrieved` needs retrieval: pass content_retriever=... or "
             "retrieval_augmentor=..."
         )
+    tools_ = tuple(_with_working_memory(collect_tools(tools), working_memory))
     memories = Memories(
         memory=chat_memory, provider=chat_memory_provider, limit=max_cached_memories
     )
@@ -217,7 +238,7 @@ def resolve(
         output_retries=output_retries,
         keep_user_message_on_error=bool(keep_user_message_on_error),
         clock=clock,
-        tools=tuple(_with_working_memory(collect_tools(tools), working_memory)),
+        tools=tools_,
         tool_providers=_providers(tool_providers),
         tool_options=ToolOptions(
             max_round_trips=max_tool_calling_round_trips,
@@ -227,16 +248,63 @@ def resolve(
             on_unknown_tool=on_unknown_tool,
             before=before_tool_execution,
             after=after_tool_execution,
+            retries=ToolLimits(tool_retries, tool_timeout).retries,
+            timeout=tool_timeout,
         ),
         augmentor=augmentor,
         retrieval=retrieval,
         working_memory=working_memory,
         titles=titles,
         semantic_recall=semantic_recall,
+        approvals=_approvals(tools_, requires_approval, approvals),
+        requires_approval=requires_approval,
+        input_guardrails=guards[0],
+        output_guardrails=guards[1],
+        guardrail_retries=guardrail_retries,
         tool_choice=tool_choice,
     )
     _check(context, chat_model, moderation_model)
     return context
+
+
+def _approvals(
+    tools: tuple[Tool, ...],
+    requires_approval: Callable[[ToolExecutionRequest], bool] | None,
+    approvals: RecordStore | None,
+) -> RecordStore | None:
+    """Where stopped calls are kept: the store given, else one in this process's memory when a
+    tool (or the service) asks for approval."""
+    if requires_approval is not None and not callable(requires_approval):
+        raise ConfigurationError(
+            f"`requires_approval` is a function of a tool call (True: it waits for "
+            f"approval), got {requires_approval!r}"
+        )
+    if approvals is not None:
+        if not isinstance(approvals, RecordStore):
+            raise ConfigurationError(
+                f"`approvals` is a RecordStore (chatmemory.working), got {approvals!r}"
+            )
+        return approvals
+    asked = requires_approval is not None or any(
+        getattr(t, "requires_approval", False) is True for t in tools
+    )
+    return InMemoryRecordStore() if asked else None
+
+
+def _guardrails(
+    given_input: Iterable[InputGuardrail], given_output: Iterable[OutputGuardrail], retries: int
+) -> tuple[tuple[InputGuardrail, ...], tuple[OutputGuardrail, ...]]:
+    if not _count(retries, minimum=0):
+        raise ConfigurationError(f"`guardrail_retries` must be an int >= 0, got {retries!r}")
+    found = (tuple(given_input), tuple(given_output))
+    for name, guardrails in zip(("input_guardrails", "output_guardrails"), found, strict=True):
+        for guardrail in guardrails:
+            if not callable(guardrail):
+                raise ConfigurationError(
+                    f"`{name}` holds functions (of the user message, or of the answer), got "
+                    f"{guardrail!r}"
+                )
+    return found
 
 
 def _check(context: ServiceContext, chat_model: object, moderation_model: object) -> None:

@@ -29,6 +29,7 @@ from ._effects import (
     Recall,
     RunTool,
     StartTool,
+    Suspend,
     TurnEffect,
     TurnFlow,
     Verdict,
@@ -97,6 +98,9 @@ def _sync(effect: TurnEffect, port: SyncPort) -> object:  # noqa: C901 - a case 
         case Index():
             port.index(effect)
             return None
+        case Suspend():
+            port.suspend(effect)
+            return None
         case Emit():
             return None
         case _:
@@ -137,6 +141,9 @@ async def _async(effect: TurnEffect, port: AsyncPort) -> object:  # noqa: C901 -
             return None
         case Index():
             await port.index(effect)
+            return None
+        case Suspend():
+            await port.suspend(effect)
             return None
         case Emit():
             return None

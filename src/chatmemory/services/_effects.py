@@ -37,6 +37,7 @@ __all__ = [
     "Recall",
     "RunTool",
     "StartTool",
+    "Suspend",
     "TurnEffect",
     "TurnFlow",
     "Verdict",
@@ -125,6 +126,8 @@ class RunTool(Effect[Attempt]):
     request: ToolExecutionRequest
     context: ToolContext
     before: Callable[[ToolExecutionRequest], None] | None = None
+    timeout: float | None = None
+    """Seconds the call may take; then the model is told it did not finish."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +139,8 @@ class StartTool(Effect[object]):
     request: ToolExecutionRequest
     context: ToolContext
     before: Callable[[ToolExecutionRequest], None] | None = None
+    timeout: float | None = None
+    """Seconds the call may take; then the model is told it did not finish."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +171,14 @@ class Commit(Effect[None]):
 
 
 @dataclass(frozen=True, slots=True)
+class Suspend(Effect[None]):
+    """Keep a call stopped for approval (`text` under `key` in the approvals store)."""
+
+    key: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class Index(Effect[None]):
     """Index what the memory stored since the last index, for semantic recall."""
 
@@ -186,6 +199,7 @@ TurnEffect: TypeAlias = (
     | Moderate
     | Verdict
     | Commit
+    | Suspend
     | Index
 )
 

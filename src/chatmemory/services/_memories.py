@@ -86,10 +86,6 @@ class Memories:
         with self._guard:
             return self._cache.pop(memory_id, None) is not None
 
-    def cached(self) -> int:
-        with self._guard:
-            return len(self._cache)
-
     # -- one turn at a time per id ---------------------------------------------------------
 
     def _enter(self, memory_id: str) -> _Slot:

@@ -14,7 +14,8 @@ import asyncio
 import concurrent.futures
 import contextvars
 import logging
-from collections.abc import AsyncIterator, Iterator, Sequence
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast, runtime_checkable
 
@@ -33,7 +34,8 @@ from ..models import (
 )
 from ..rag import AugmentationResult, RetrievalAugmentor
 from ..rag._augmentor import AsyncRetrievalAugmentor
-from ..tools import AsyncToolProvider, Tool, ToolProvider
+from ..tools import AsyncToolProvider, Tool, ToolOutput, ToolProvider
+from ..working import RecordStore
 from ._effects import (
     Ask,
     Augment,
@@ -48,6 +50,7 @@ from ._effects import (
     Recall,
     RunTool,
     StartTool,
+    Suspend,
     Verdict,
     Window,
 )
@@ -83,24 +86,64 @@ async def _awindow(memory: AsyncChatMemory, effect: Window) -> list[ChatMessage]
 
 def _run_tool(effect: RunTool | StartTool) -> Attempt:
     started = begin(effect.request, effect.before)
-    if effect.tool is None:
+    tool = effect.tool
+    if tool is None:
         return ended(effect.request, None, started)
     try:
-        output = effect.tool.execute(effect.request.arguments, effect.context)
+        if effect.timeout is None:
+            output = tool.execute(effect.request.arguments, effect.context)
+        else:
+            output = _within(effect.timeout, tool.execute, effect.request.arguments, effect.context)
     except Exception as error:
-        return ended(effect.request, effect.tool, started, error=error)
-    return ended(effect.request, effect.tool, started, output)
+        return ended(effect.request, tool, started, error=error)
+    return ended(effect.request, tool, started, output)
 
 
 async def _arun_tool(effect: RunTool | StartTool) -> Attempt:
     started = begin(effect.request, effect.before)
-    if effect.tool is None:
+    tool = effect.tool
+    if tool is None:
         return ended(effect.request, None, started)
     try:
-        output = await effect.tool.aexecute(effect.request.arguments, effect.context)
+        running = tool.aexecute(effect.request.arguments, effect.context)
+        if effect.timeout is None:
+            output = await running
+        else:
+            try:
+                output = await asyncio.wait_for(running, effect.timeout)
+            except asyncio.TimeoutError:
+                raise _late(effect.timeout) from None
     except Exception as error:
-        return ended(effect.request, effect.tool, started, error=error)
-    return ended(effect.request, effect.tool, started, output)
+        return ended(effect.request, tool, started, error=error)
+    return ended(effect.request, tool, started, output)
+
+
+def _within(seconds: float, function: Callable[..., ToolOutput], *args: object) -> ToolOutput:
+    """`function(*args)` on a thread of its own, waited for `seconds` at most. A blocking call
+    cannot be stopped: past the limit it is left to finish (its result is dropped) and the
+    model is told it did not."""
+    done: list[ToolOutput] = []
+    failed: list[BaseException] = []
+    context = contextvars.copy_context()
+
+    def target() -> None:
+        try:
+            done.append(context.run(function, *args))
+        except BaseException as error:  # handed to the caller below
+            failed.append(error)
+
+    thread = threading.Thread(target=target, name="chatmemory-tool", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if failed:
+        raise failed[0]
+    if not done:
+        raise _late(seconds)
+    return done[0]
+
+
+def _late(seconds: float) -> TimeoutError:
+    return TimeoutError(f"the tool did not finish within {seconds:g} s (its timeout)")
 
 
 @dataclass(slots=True)
@@ -115,6 +158,7 @@ class SyncPort:
     augmentor: RetrievalAugmentor | None = None
     recalling: RecallStep | None = None
     working: WorkingStep | None = None
+    approvals: RecordStore | None = None
     _moderation: concurrent.futures.Future[Moderation] | None = None
     _opened: list[Iterator[ServiceEvent]] = field(default_factory=list)
     _started: list[concurrent.futures.Future[Attempt]] = field(default_factory=list)
@@ -181,6 +225,10 @@ class SyncPort:
         assert self.recalling is not None
         self.recalling.index()
 
+    def suspend(self, effect: Suspend) -> None:
+        assert self.approvals is not None
+        self.approvals.save(effect.key, effect.text, expected=0)
+
     def close(self) -> None:
         for stream in self._opened:
             close = getattr(stream, "close", None)
@@ -203,6 +251,7 @@ class AsyncPort:
     augmentor: RetrievalAugmentor | None = None
     recalling: RecallStep | None = None
     working: WorkingStep | None = None
+    approvals: RecordStore | None = None
     _moderation: asyncio.Future[Moderation] | None = None
     _opened: list[AsyncIterator[ServiceEvent]] = field(default_factory=list)
     _started: list[asyncio.Task[Attempt]] = field(default_factory=list)
@@ -301,6 +350,10 @@ class AsyncPort:
             await asyncio.shield(indexing)
         except asyncio.CancelledError:
             indexing.add_done_callback(_logged)
+
+    async def suspend(self, effect: Suspend) -> None:
+        assert self.approvals is not None
+        await in_thread(self.approvals.save, effect.key, effect.text, expected=0)
 
     async def aclose(self) -> None:
         for stream in self._opened:

@@ -26,12 +26,22 @@ from .._messages import (
     UserMessage,
 )
 from .._prompts import Clock, PromptTemplate
+from .._threads import in_thread
 from ..models import Capability, ChatParameters, ChatResponse, PartialText
 from ..models._values import ToolChoice
 from ..rag import ContentRetriever, RetrievalAugmentor
 from ..recall import SemanticRecall
+from ..titles import ConversationTitles
 from ..tools import AsyncToolProvider, ToolContext, ToolProvider
-from ..working import WorkingMemory
+from ..working import RecordStore, WorkingMemory
+from ._approval import (
+    ApprovalAccess,
+    Decisions,
+    PendingApproval,
+    Resumed,
+    Suspension,
+    key_of,
+)
 from ._context import (
     DEFAULT_MEMORY_ID,
     ChatMemoryAccess,
@@ -58,9 +68,8 @@ from ._results import (
     TokenStream,
     ToolExecution,
 )
-from ._titles import ConversationTitles
 from ._tooling import ArgumentsHandler, ErrorHandler, UnknownToolHandler
-from ._turn import Outcome, TurnInput, turn
+from ._turn import InputGuardrail, Outcome, OutputGuardrail, TurnInput, turn
 from ._working import WorkingStep
 
 __all__ = ["ChatMemoryAccess", "ai_service"]
@@ -69,7 +78,7 @@ S = TypeVar("S")
 
 log = logging.getLogger("chatmemory.services")
 
-_RESERVED = frozenset({"get_chat_memory", "evict_chat_memory"})
+_RESERVED = frozenset({"get_chat_memory", "evict_chat_memory", "resume", "aresume"})
 
 
 def ai_service(
@@ -102,7 +111,14 @@ def ai_service(
     working_memory: WorkingMemory[Any] | None = None,
     titles: ConversationTitles | None = None,
     semantic_recall: SemanticRecall | None = None,
+    input_guardrails: Iterable[InputGuardrail] = (),
+    output_guardrails: Iterable[OutputGuardrail] = (),
+    guardrail_retries: int = 2,
     tool_choice: ToolChoice | None = None,
+    tool_retries: int | None = None,
+    tool_timeout: float | None = None,
+    requires_approval: Callable[[ToolExecutionRequest], bool] | None = None,
+    approvals: RecordStore | None = None,
 ) -> S:
     """An object implementing the methods `cls` declares by calling the model.
 
@@ -130,6 +146,19 @@ def ai_service(
       tools decided per call (an MCP server's, for instance). The model's tool calls run and their
       results go back to it until it answers, at most `max_tool_calling_round_trips` times;
       several calls of one answer run at once with `execute_tools_concurrently=True`.
+      `tool_retries`: how many times one call may send the model back to a tool (the tool
+      raised `ModelRetry("what to fix")`, whose message the model gets, or its arguments did not
+      fit) before the call fails with `ModelBehaviourError`; `tool_timeout`: the seconds a tool
+      call may take before the model is told it did not finish. A tool's own
+      `@tool(retries=..., timeout=...)` wins; both are unlimited by default.
+    * Tool approval: a call whose model calls a tool marked `@tool(requires_approval=True)` (or
+      one `requires_approval(request)` says True of) stops before any tool of that round runs,
+      raising `ApprovalRequired` (nothing stored). Its `pending.requests` wait for a decision;
+      ``service.resume(pending, {call_id: True | False | "why not"})`` (``await
+      service.aresume(...)`` for an async method) runs the round (a denied call's result tells
+      the model so) and the call goes on, returning what the method returns. The stopped call
+      is kept in `approvals` (a `RecordStore`; by default in this process's memory), so
+      another process with the same store can resume it; each is resumed once.
       `tool_choice`: ``"auto"`` (the default), ``"required"``, ``"none"`` or a tool's name, for
       every method without `@tool_choice(...)`; ``"required"`` and a name hold for a turn's
       first model call only.
@@ -157,6 +186,14 @@ def ai_service(
       that left the window come back at the end of the system message of the turn's model calls
       (never stored); the turn's messages are indexed once it is stored. With ``scope="user"``
       a parameter marked ``Annotated[str, UserId]`` says whose conversations are searched.
+    * `input_guardrails`: functions of the call's `UserMessage`, run in order before anything
+      else: None passes it, a text or a `UserMessage` replaces it (stored and sent), raising
+      `GuardrailError` refuses the call. `output_guardrails`: functions of the answer as the
+      method returns it (its text for a method returning the message itself): None passes it,
+      another value replaces it, raising `ModelRetry("what to fix")` asks the model again with
+      that message (at most `guardrail_retries` times, then `GuardrailError`), raising
+      `GuardrailError` refuses. A refused call stores nothing. In a streaming method the output
+      guardrails see the complete answer; an answer sent back is followed by the new one.
     """
     declaration = read_declaration(
         cls,
@@ -193,7 +230,14 @@ def ai_service(
         working_memory=working_memory,
         titles=titles,
         semantic_recall=semantic_recall,
+        input_guardrails=input_guardrails,
+        output_guardrails=output_guardrails,
+        guardrail_retries=guardrail_retries,
         tool_choice=tool_choice,
+        tool_retries=tool_retries,
+        tool_timeout=tool_timeout,
+        requires_approval=requires_approval,
+        approvals=approvals,
     )
     return cast(S, _Service(context).build())
 
@@ -235,6 +279,19 @@ class _Service:
         evict_chat_memory.__doc__ = ChatMemoryAccess.evict_chat_memory.__doc__
         namespace["get_chat_memory"] = get_chat_memory
         namespace["evict_chat_memory"] = evict_chat_memory
+
+        def resume(_self: object, pending: PendingApproval | str, decisions: Decisions) -> Any:
+            return service.resume(pending, decisions)
+
+        async def aresume(
+            _self: object, pending: PendingApproval | str, decisions: Decisions
+        ) -> Any:
+            return await service.aresume(pending, decisions)
+
+        resume.__doc__ = ApprovalAccess.resume.__doc__
+        aresume.__doc__ = ApprovalAccess.aresume.__doc__
+        namespace["resume"] = resume
+        namespace["aresume"] = aresume
         namespace["__repr__"] = lambda _self: f"<{cls.__name__} AI service>"
         namespace["__module__"] = cls.__module__
         namespace["__doc__"] = cls.__doc__
@@ -270,13 +327,58 @@ class _Service:
         assert memory is not None
         return memory
 
+    # -- resuming a call stopped for approval ----------------------------------------------
+
+    def resume(self, pending: PendingApproval | str, decisions: Decisions) -> object:
+        plan, call, resumed = self._taken(pending, decisions, asynchronous=False)
+        return self._call(plan, call, resumed)
+
+    async def aresume(self, pending: PendingApproval | str, decisions: Decisions) -> object:
+        plan, call, resumed = await in_thread(self._taken, pending, decisions, asynchronous=True)
+        return await self._acall(plan, call, resumed)
+
+    def _taken(
+        self, pending: PendingApproval | str, decisions: Decisions, *, asynchronous: bool
+    ) -> tuple[MethodPlan, _Call, Resumed]:
+        """The stopped call, its decisions checked, taken from the approvals store (so no other
+        resume runs it)."""
+        pending_id = pending.id if isinstance(pending, PendingApproval) else pending
+        store = self.context.approvals
+        record = store.load(key_of(pending_id)) if store is not None else None
+        if store is None or record is None:
+            raise ConfigurationError(
+                f"no call {pending_id!r} waits for approval here: it was resumed already, or "
+                f"stopped in a service with another approvals store"
+            )
+        suspension = Suspension.loads(pending_id, record.text)
+        plan = self.context.declaration.methods.get(suspension.method)
+        if plan is None:
+            raise ConfigurationError(
+                f"the call {pending_id!r} stopped in a method {suspension.method!r} this "
+                f"service does not declare"
+            )
+        if plan.is_async != asynchronous:
+            verb = "await service.aresume(...)" if plan.is_async else "service.resume(...)"
+            raise ConfigurationError(f"{plan.where} stopped for approval: resume it with {verb}")
+        resumed = suspension.resumed(decisions)
+        if not store.delete(suspension.key):
+            raise ConfigurationError(f"the call {pending_id!r} was resumed already")
+        call = _Call(
+            suspension.memory_id,
+            suspension.system,
+            suspension.stored,
+            self.context.parameters,
+            suspension.user_id,
+        )
+        return plan, call, resumed
+
     # -- reading a call --------------------------------------------------------------------
 
     def _read(self, plan: MethodPlan, args: tuple[object, ...], kwargs: dict[str, object]) -> _Call:
         try:
             bound = plan.signature.bind(None, *args, **kwargs)
         except TypeError as error:
-            raise ConfigurationError(f"{plan.where}(...): {error}") from None
+            raise TypeError(f"{plan.where}(...): {error}") from None
         bound.apply_defaults()
         arguments = dict(bound.arguments)
         extra = arguments.pop(_var_keyword(plan.signature) or "", {})
@@ -347,7 +449,13 @@ class _Service:
     # -- running a turn --------------------------------------------------------------------
 
     def _input(
-        self, plan: MethodPlan, call: _Call, memory: AnyMemory | None, *, forward: bool
+        self,
+        plan: MethodPlan,
+        call: _Call,
+        memory: AnyMemory | None,
+        *,
+        forward: bool,
+        resumed: Resumed | None = None,
     ) -> TurnInput:
         """The turn of a call: everything it decides by, in one value."""
         context = self.context
@@ -379,6 +487,13 @@ class _Service:
             retrieval=context.retrieval,
             working=context.working_memory is not None,
             recall=context.semantic_recall.block if recalling and context.semantic_recall else None,
+            input_guardrails=context.input_guardrails,
+            output_guardrails=context.output_guardrails,
+            guardrail_retries=context.guardrail_retries,
+            method=plan.name,
+            user_id=call.user_id,
+            needs_approval=context.needs_approval,
+            resumed=resumed,
             tool_choice=plan.tool_choice or context.tool_choice,
         )
 
@@ -413,6 +528,7 @@ class _Service:
             self.context.augmentor,
             self._recalling(call, memory),
             self._working(call),
+            self.context.approvals,
         )
 
     def _async_port(self, call: _Call, memory: AnyMemory | None) -> AsyncPort:
@@ -425,51 +541,60 @@ class _Service:
             self.context.augmentor,
             self._recalling(call, memory),
             self._working(call),
+            self.context.approvals,
         )
 
-    def _call(self, plan: MethodPlan, call: _Call) -> object:
+    def _call(self, plan: MethodPlan, call: _Call, resumed: Resumed | None = None) -> object:
         if plan.asynchronous:  # a plain def returning an async stream
             if plan.returns is Returns.TOKEN_STREAM:
-                return AsyncTokenStream(lambda: self._aevents(plan, call))
-            return _atexts(self._aevents(plan, call))
+                return AsyncTokenStream(lambda: self._aevents(plan, call, resumed))
+            return _atexts(self._aevents(plan, call, resumed))
         if plan.returns is Returns.TOKEN_STREAM:
-            return TokenStream(lambda: self._events(plan, call))
+            return TokenStream(lambda: self._events(plan, call, resumed))
         if plan.returns is Returns.TEXT_STREAM:
-            return _texts(self._events(plan, call))
+            return _texts(self._events(plan, call, resumed))
         with self.memories.hold(call.memory_id):
             memory = self.memories.get(call.memory_id)
             port = self._sync_port(plan, call, memory)
-            outcome = run(turn(self._input(plan, call, memory, forward=False)), port)
+            outcome = run(
+                turn(self._input(plan, call, memory, forward=False, resumed=resumed)), port
+            )
         self._title(call, outcome)
         return _shape(plan, outcome)
 
-    def _events(self, plan: MethodPlan, call: _Call) -> Generator[ServiceEvent, None, Result[str]]:
+    def _events(
+        self, plan: MethodPlan, call: _Call, resumed: Resumed | None = None
+    ) -> Generator[ServiceEvent, None, Result[str]]:
         """A streaming call's events. The turn's lock is let go, and the turn stored, before
         the last text and the final response are handed on (`Outcome.tail`)."""
         with self.memories.hold(call.memory_id):
             memory = self.memories.get(call.memory_id)
             port = self._sync_port(plan, call, memory)
-            outcome = yield from stream(turn(self._input(plan, call, memory, forward=True)), port)
+            outcome = yield from stream(
+                turn(self._input(plan, call, memory, forward=True, resumed=resumed)), port
+            )
         self._title(call, outcome)
         yield from outcome.tail
         return _text_result(outcome)
 
-    async def _acall(self, plan: MethodPlan, call: _Call) -> object:
+    async def _acall(self, plan: MethodPlan, call: _Call, resumed: Resumed | None = None) -> object:
         async with self.memories.ahold(call.memory_id):
             memory = self.memories.get(call.memory_id)
             port = self._async_port(call, memory)
-            outcome = await arun(turn(self._input(plan, call, memory, forward=False)), port)
+            outcome = await arun(
+                turn(self._input(plan, call, memory, forward=False, resumed=resumed)), port
+            )
         await self._atitle(call, outcome)
         return _shape(plan, outcome)
 
     async def _aevents(
-        self, plan: MethodPlan, call: _Call
+        self, plan: MethodPlan, call: _Call, resumed: Resumed | None = None
     ) -> AsyncIterator[ServiceEvent | Finished[Result[str]]]:
         """`_events` for asyncio; the last item is the call's `Result`."""
         async with self.memories.ahold(call.memory_id):
             memory = self.memories.get(call.memory_id)
             port = self._async_port(call, memory)
-            given = self._input(plan, call, memory, forward=True)
+            given = self._input(plan, call, memory, forward=True, resumed=resumed)
             outcome: Outcome | None = None
             async for item in astream(turn(given), port):
                 if isinstance(item, Finished):

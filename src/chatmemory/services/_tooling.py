@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Literal, TypeAlias
 
-from .._errors import ConfigurationError, shorten
+from .._errors import ConfigurationError, ModelBehaviourError, ModelRetry, shorten
 from .._messages import (
     AiMessage,
     ChatMessage,
@@ -26,9 +26,11 @@ from ..tools import (
     ToolArgumentsError,
     ToolContext,
     ToolExecutionError,
+    ToolLimits,
     ToolOutput,
     ToolProvider,
 )
+from ..tools._contracts import limits_of
 from ._results import ToolExecution
 
 __all__ = [
@@ -42,6 +44,7 @@ __all__ = [
     "is_immediate",
     "now",
     "result_message",
+    "sent_back",
     "settle",
 ]
 
@@ -65,6 +68,18 @@ class ToolOptions:
     on_unknown_tool: UnknownToolHandler | Literal["raise"] | None = None
     before: Callable[[ToolExecutionRequest], None] | None = None
     after: Callable[[ToolExecution], None] | None = None
+    retries: int | None = None
+    """How many times per tool one call may send the model back (a tool's own limit wins)."""
+    timeout: float | None = None
+    """Seconds a tool call may take (a tool's own limit wins)."""
+
+    def limits(self, tool: Tool | None) -> ToolLimits:
+        """The limits a call of `tool` runs under: its own, else the service's."""
+        own = limits_of(tool)
+        return ToolLimits(
+            own.retries if own.retries is not None else self.retries,
+            own.timeout if own.timeout is not None else self.timeout,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +122,8 @@ def settle(attempt: Attempt, options: ToolOptions, available: Sequence[str]) -> 
         handler = options.on_invalid_arguments
         text = handler(error, request) if handler is not None else _invalid(error, request)
         is_error, value = True, None
+    elif isinstance(error, ToolExecutionError) and isinstance(error.cause, ModelRetry):
+        text, is_error, value = str(error.cause), True, None
     elif error is not None:
         handler_ = options.on_tool_error
         text = handler_(error, request) if handler_ is not None else str(error)
@@ -136,7 +153,7 @@ def settle(attempt: Attempt, options: ToolOptions, available: Sequence[str]) -> 
 def _unknown(request: ToolExecutionRequest, options: ToolOptions, available: Sequence[str]) -> str:
     handler = options.on_unknown_tool
     if handler == "raise":
-        raise ConfigurationError(
+        raise ModelBehaviourError(
             f"the model called the tool {request.name!r}, but there is no such tool (it has "
             f"{', '.join(available) or 'no tools'}); set on_unknown_tool to let it try again"
         )
@@ -158,6 +175,15 @@ def _invalid(error: ToolArgumentsError, request: ToolExecutionRequest) -> str:
 
 
 _TOLD = 1000
+
+
+def sent_back(attempt: Attempt) -> bool:
+    """Whether a tool call sent the model back to it: arguments that did not fit, or the tool
+    raising `ModelRetry` (what a tool's `retries` limit counts)."""
+    error = attempt.error
+    return isinstance(error, ToolArgumentsError) or (
+        isinstance(error, ToolExecutionError) and isinstance(error.cause, ModelRetry)
+    )
 
 
 def is_immediate(attempts: Sequence[Attempt], executions: Sequence[ToolExecution]) -> bool:

@@ -17,11 +17,14 @@ import logging
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 from .._errors import (
     ConfigurationError,
+    GuardrailError,
+    ModelBehaviourError,
     ModelError,
+    ModelRetry,
     ModerationError,
     OutputParsingError,
     ToolLoopError,
@@ -50,8 +53,16 @@ from ..models import (
 from ..models._events import CompleteToolCall, PartialText
 from ..models._values import ToolChoice
 from ..rag import AugmentationRequest, Content, QueryMetadata
-from ..tools import Tool, ToolArgumentsError, ToolContext, ToolProvider, parse_arguments
+from ..tools import (
+    Tool,
+    ToolArgumentsError,
+    ToolContext,
+    ToolOutput,
+    ToolProvider,
+    parse_arguments,
+)
 from ..tools._contracts import AsyncToolProvider
+from ._approval import ApprovalRequired, Decisions, Resumed, Suspension, denial
 from ._effects import (
     Ask,
     Augment,
@@ -67,6 +78,7 @@ from ._effects import (
     Recall,
     RunTool,
     StartTool,
+    Suspend,
     TurnFlow,
     Verdict,
     Window,
@@ -79,12 +91,29 @@ from ._tooling import (
     Toolbox,
     ToolOptions,
     ToolRound,
+    now,
     result_message,
+    sent_back,
     turn_tool_choice,
     without_tools,
 )
 
-__all__ = ["Outcome", "Retrieval", "TurnInput", "moderated_texts", "turn"]
+__all__ = [
+    "InputGuardrail",
+    "Outcome",
+    "OutputGuardrail",
+    "Retrieval",
+    "TurnInput",
+    "moderated_texts",
+    "turn",
+]
+
+InputGuardrail: TypeAlias = Callable[[UserMessage], "UserMessage | str | None"]
+"""Checks a call's user message before anything else: None passes it, a text or a
+`UserMessage` replaces it, `GuardrailError` refuses the call."""
+OutputGuardrail: TypeAlias = Callable[[Any], Any]
+"""Checks the answer (as the method returns it): None passes it, another value replaces it,
+`ModelRetry` asks the model again, `GuardrailError` refuses the call."""
 
 log = logging.getLogger("chatmemory.services")
 
@@ -138,6 +167,17 @@ class TurnInput:
     """Read the working-memory block before each model call."""
     recall: Callable[[Sequence[Any]], str] | None = None
     """Renders what semantic recall found as a block (recall on); found once per turn."""
+    input_guardrails: tuple[InputGuardrail, ...] = ()
+    output_guardrails: tuple[OutputGuardrail, ...] = ()
+    guardrail_retries: int = 2
+    """How many times output guardrails may ask the model again (`ModelRetry`)."""
+    method: str = ""
+    """The method's name (a call stopped for approval names it, to be resumed)."""
+    user_id: str | None = None
+    needs_approval: Callable[[ToolExecutionRequest, Tool | None], bool] | None = None
+    """Whether a tool call waits for someone's approval (the call stops before it runs)."""
+    resumed: Resumed | None = None
+    """A call stopped for approval, continued with the decisions."""
     tool_choice: ToolChoice | None = None
 
 
@@ -171,20 +211,26 @@ class Outcome:
 
 
 def turn(given: TurnInput) -> TurnFlow[Outcome]:
-    """The flow of one call: retrieval, window, model (moderation beside it), tools until the
-    model answers, the answer read as declared, then one commit of the whole turn, and the
-    recall index after it."""
+    """The flow of one call: input guardrails, retrieval, window, model (moderation beside it),
+    tools until the model answers, the answer read as declared and checked by the output
+    guardrails, then one commit of the whole turn, and the recall index after it."""
     state = _Turn(given)
-    if given.moderated:
-        yield from perform(
-            Moderate(moderated_texts([m for m in (given.system, state.to_model) if m]))
-        )
+    resumed = given.resumed
+    if resumed is None:
+        _guard_input(state)
+    if given.moderated and resumed is None:
+        opening = [m for m in (given.system, state.to_model) if m is not None]
+        yield from perform(Moderate(moderated_texts(opening)))
     try:
-        answered = yield from _augment(state)
-        immediate = False if answered else (yield from _converse(state))
+        if resumed is not None:
+            answered, immediate = False, (yield from _resume(state, resumed))
+        else:
+            answered, immediate = (yield from _augment(state)), False
+        if not answered and not immediate:
+            immediate = yield from _converse(state)
         content = None if immediate else (yield from _answer(state))
-    except ModerationError:
-        raise
+    except (ModerationError, GuardrailError, ApprovalRequired):
+        raise  # a refusal (or a stop) stores nothing, whatever keep_user_message_on_error says
     except Exception:
         if given.keep_user_message_on_error and given.memory:
             yield from perform(Commit(state.opening))
@@ -221,6 +267,8 @@ class _Turn:
         """What recall found, once asked."""
         self.held: list[ServiceEvent] = []
         """Stream events not yet handed on (see `Outcome.tail`)."""
+        self.sent_back: dict[str, int] = {}
+        """How many times each tool sent the model back (`ModelRetry`, arguments) so far."""
         self.early: dict[str, object] = {}
         """Tool calls started while the model was still streaming, by call id."""
         self.toolbox = (
@@ -239,6 +287,7 @@ class _Turn:
         """The user message as stored and as sent to the model (augmented, with the format
         instructions)."""
         self.stored = stored
+        self.sent = sent
         self.opening: list[ChatMessage] = [m for m in (self.given.system, stored) if m is not None]
         self.pending = list(self.opening)
         """The turn's messages as they will be stored."""
@@ -316,8 +365,11 @@ def _own_turn(state: _Turn, window: list[ChatMessage]) -> list[ChatMessage]:
     evict a call's own messages from its own requests. When the user message itself does not
     fit, the call fails before the model is asked; when tool results pushed the turn past the
     limit, the turn is kept whole and the history gives way."""
-    held = {id(m) for m in window}
     own = [m for m in state.pending if not isinstance(m, SystemMessage)]
+    tail = window[len(window) - len(own) :] if len(own) <= len(window) else []
+    if len(tail) == len(own) and all(a is b for a, b in zip(tail, own, strict=True)):
+        return window  # the memory placed the turn last, whole: the usual case, checked in O(turn)
+    held = {id(m) for m in window}
     if all(id(m) in held for m in own):
         return window
     if len(own) <= 1:
@@ -375,14 +427,68 @@ def _converse(state: _Turn) -> TurnFlow[bool]:
                 f"{given.tool_options.max_round_trips} times in one call "
                 f"(max_tool_calling_round_trips); nothing was stored"
             )
+        waiting = [r for r in calls if _waits(state, r)]
+        if waiting:
+            yield from _suspend(state, response.ai_message, waiting)
         yield from _flush(state)
         done = yield from _run_tools(state, calls)
-        state.executions.extend(done.executions)
-        state.pending += [response.ai_message, *(result_message(e) for e in done.executions)]
-        for execution in done.executions:
-            yield from _emit(state, ToolExecuted(execution))
-        if done.immediate:
+        if (yield from _ran(state, response.ai_message, done)):
             return True
+
+
+def _ran(state: _Turn, message: AiMessage, done: ToolRound) -> TurnFlow[bool]:
+    """A round of tool calls ran: the turn keeps the calls and their results, a streaming
+    caller hears of each; True when the round ends the call (immediate return)."""
+    state.executions.extend(done.executions)
+    state.pending += [message, *(result_message(e) for e in done.executions)]
+    for execution in done.executions:
+        yield from _emit(state, ToolExecuted(execution))
+    return done.immediate
+
+
+# -- approval ------------------------------------------------------------------------------
+
+
+def _waits(state: _Turn, request: ToolExecutionRequest) -> bool:
+    """Whether a tool call waits for approval before it runs."""
+    needs = state.given.needs_approval
+    if needs is None or state.toolbox is None:
+        return False
+    return needs(request, state.toolbox.by_name.get(request.name))
+
+
+def _suspend(
+    state: _Turn, message: AiMessage, waiting: Sequence[ToolExecutionRequest]
+) -> TurnFlow[None]:
+    """Stop the call before its tools run: the turn so far is kept in the approvals store (not
+    in the memory), and the caller is told what waits for a decision."""
+    given = state.given
+    suspension = Suspension(
+        uuid.uuid4().hex,
+        given.method,
+        given.memory_id,
+        given.user_id,
+        given.system,
+        state.stored,
+        state.sent,
+        (*state.pending, message),
+        tuple(r.id for r in waiting if r.id is not None),
+    )
+    yield from _flush(state)
+    yield from perform(Suspend(suspension.key, suspension.dumps()))
+    raise ApprovalRequired(suspension.approval())
+
+
+def _resume(state: _Turn, resumed: Resumed) -> TurnFlow[bool]:
+    """Continue a call stopped for approval: its round of tool calls runs (a denied call's
+    result tells the model it was not approved), then the call goes on as any other."""
+    state.use(state.given.user, resumed.sent)
+    state.pending = list(resumed.messages[:-1])
+    message = resumed.messages[-1]
+    assert isinstance(message, AiMessage)
+    state.specs = yield from _specifications(state)
+    done = yield from _run_tools(state, resumed.calls, resumed.decisions)
+    return (yield from _ran(state, message, done))
 
 
 def _specifications(state: _Turn) -> TurnFlow[tuple[ToolSpecification, ...]]:
@@ -429,19 +535,30 @@ def _start_early(state: _Turn, request: ToolExecutionRequest) -> TurnFlow[None]:
     stream when the service runs tools concurrently, else right away."""
     if request.id is None or state.toolbox is None or request.id in state.early:
         return
+    if _waits(state, request):
+        return  # it runs once approved, if it is
     concurrent = state.given.tool_options.concurrent
     state.early[request.id] = yield from _tool(state, request, beside=concurrent)
 
 
-def _run_tools(state: _Turn, calls: Sequence[ToolExecutionRequest]) -> TurnFlow[ToolRound]:
+def _run_tools(
+    state: _Turn, calls: Sequence[ToolExecutionRequest], decisions: Decisions | None = None
+) -> TurnFlow[ToolRound]:
     """Run the model's tool calls and settle them, results in the calls' order. Calls started
     early are awaited; of the others, with `concurrent` and more than one, all start beside
-    each other first, else each runs in turn."""
+    each other first, else each runs in turn. A call denied approval does not run."""
     toolbox = state.toolbox
     assert toolbox is not None, "a model calls tools only when it was offered some"
     started: list[object] = [
         state.early.pop(r.id, None) if r.id is not None else None for r in calls
     ]
+    for index, request in enumerate(calls):
+        told = denial(decisions.get(request.id or "", True)) if decisions is not None else None
+        if told is not None:
+            at = now()
+            output = ToolOutput(told, None, is_error=True)
+            tool = toolbox.by_name.get(request.name)
+            started[index] = Attempt(request, tool, output, None, at, at)
     waiting = [i for i, s in enumerate(started) if s is None]
     if state.given.tool_options.concurrent and len(waiting) > 1:
         for i in waiting:
@@ -453,6 +570,7 @@ def _run_tools(state: _Turn, calls: Sequence[ToolExecutionRequest]) -> TurnFlow[
         if not isinstance(begun, Attempt):
             begun = yield from perform(AwaitTool(begun))
         attempts.append(begun)
+    _count_sent_back(state, attempts)
     return toolbox.finish(attempts, state.given.tool_options)
 
 
@@ -461,10 +579,32 @@ def _tool(state: _Turn, request: ToolExecutionRequest, *, beside: bool) -> TurnF
     toolbox = state.toolbox
     assert toolbox is not None
     tool = toolbox.by_name.get(request.name)
-    before = state.given.tool_options.before
+    options = state.given.tool_options
+    timeout = options.limits(tool).timeout
     if beside:
-        return (yield from perform(StartTool(tool, request, toolbox.context, before)))
-    return (yield from perform(RunTool(tool, request, toolbox.context, before)))
+        handle = yield from perform(
+            StartTool(tool, request, toolbox.context, options.before, timeout)
+        )
+        return handle
+    attempt = yield from perform(RunTool(tool, request, toolbox.context, options.before, timeout))
+    return attempt
+
+
+def _count_sent_back(state: _Turn, attempts: Sequence[Attempt]) -> None:
+    """Count the calls that sent the model back to their tool; past a tool's `retries` the
+    call fails (the model is not getting it right)."""
+    options = state.given.tool_options
+    for attempt in attempts:
+        if attempt.tool is None or not sent_back(attempt):
+            continue
+        name = attempt.request.name
+        count = state.sent_back[name] = state.sent_back.get(name, 0) + 1
+        limit = options.limits(attempt.tool).retries
+        if limit is not None and count > limit:
+            raise ModelBehaviourError(
+                f"the model was sent back to the tool {name!r} {count} times in one call "
+                f"(its retries allow {limit}): {attempt.error}; nothing was stored"
+            )
 
 
 def _with_ids(response: ChatResponse) -> ChatResponse:
@@ -519,19 +659,62 @@ def _check(*, moderation: Moderation) -> None:
 
 
 def _answer(state: _Turn) -> TurnFlow[Any]:
-    """The final answer read as the method declares, asking again `output_retries` times."""
-    retries = state.given.output_retries
+    """The final answer read as the method declares and passed by the output guardrails; the
+    model is asked again, told what was wrong, `output_retries` times for an answer that does
+    not read and `guardrail_retries` times for one a guardrail sends back (`ModelRetry`)."""
+    given = state.given
+    unread, refused = given.output_retries, given.guardrail_retries
     extra: list[ChatMessage] = []
-    for attempt in range(retries + 1):
+    while True:
+        response = state.responses[-1]
         try:
-            return _read(state.given.output, state.responses[-1])
+            return _guard_output(given, _read(given.output, response), response)
         except OutputParsingError as error:
-            if attempt == retries:
+            if not unread:
                 raise
-            yield from _flush(state)
-            extra += [state.responses[-1].ai_message, UserMessage(_retry(error))]
-            state.responses.append((yield from _exchange(state, state.request(extra))))
-    raise AssertionError("unreachable")  # pragma: no cover
+            unread -= 1
+            told = _retry(error)
+        except ModelRetry as retry:
+            if not refused:
+                raise GuardrailError(
+                    f"an output guardrail refused the answer after {given.guardrail_retries} "
+                    f"tries ({retry}); nothing was stored",
+                    stage="output",
+                ) from retry
+            refused -= 1
+            told = str(retry)
+        yield from _flush(state)
+        extra += [response.ai_message, UserMessage(told)]
+        state.responses.append((yield from _exchange(state, state.request(extra))))
+
+
+def _guard_input(state: _Turn) -> None:
+    """The input guardrails, in order: each passes (None), rewrites the user message (a text or
+    a `UserMessage`, which is stored and sent), or refuses (`GuardrailError`)."""
+    for guardrail in state.given.input_guardrails:
+        given = state.stored
+        verdict = guardrail(given)
+        if verdict is None:
+            continue
+        if isinstance(verdict, str):
+            verdict = UserMessage(verdict, name=given.name)
+        if not isinstance(verdict, UserMessage):
+            raise ConfigurationError(
+                f"an input guardrail returns None, a text or a UserMessage, got {verdict!r}"
+            )
+        state.use(verdict, verdict)
+
+
+def _guard_output(given: TurnInput, value: Any, response: ChatResponse) -> Any:
+    """The output guardrails, in order, on the answer as the method returns it (its text when
+    the method returns the message itself): each passes (None), replaces the value, sends the
+    model back (`ModelRetry`) or refuses (`GuardrailError`)."""
+    for guardrail in given.output_guardrails:
+        seen = value if given.output is not None else response.ai_message.text
+        replaced = guardrail(seen)
+        if replaced is not None and given.output is not None:
+            value = replaced
+    return value
 
 
 def _read(spec: OutputSpec[Any] | None, response: ChatResponse) -> Any:

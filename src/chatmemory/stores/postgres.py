@@ -40,6 +40,7 @@ from .._contracts import (
     WindowStore,
 )
 from .._flow import Flow, arun, run
+from .._threads import in_thread
 from ._basic import AsyncBasicContract, BasicContract
 from ._idle import Idle
 
@@ -364,7 +365,7 @@ class AsyncPostgresChatMemoryStore(AsyncBasicContract, AsyncWindowStore, AsyncHi
     async def open(self) -> None:
         """Open the pool the store created, in the running loop (the first call does it too)."""
         if self._opening:
-            await asyncio.to_thread(self._pg.check_database, self)
+            await in_thread(self._pg.check_database, self)
             await self._pool.open()
             self._opening = False
 

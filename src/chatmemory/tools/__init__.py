@@ -8,6 +8,7 @@ from ._contracts import (
     ToolArgumentsError,
     ToolContext,
     ToolExecutionError,
+    ToolLimits,
     ToolOutput,
     ToolProvider,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "ToolArgumentsError",
     "ToolContext",
     "ToolExecutionError",
+    "ToolLimits",
     "ToolMemoryId",
     "ToolOutput",
     "ToolProvider",

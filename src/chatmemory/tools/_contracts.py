@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
-from .._errors import ChatMemoryError
+from .._errors import ChatMemoryError, ConfigurationError
 from .._messages import Content
 from ..models import ToolSpecification
 
@@ -24,6 +24,7 @@ __all__ = [
     "ToolArgumentsError",
     "ToolContext",
     "ToolExecutionError",
+    "ToolLimits",
     "ToolOutput",
     "ToolProvider",
 ]
@@ -32,6 +33,41 @@ ReturnBehavior: TypeAlias = Literal["to_model", "immediate", "immediate_if_last"
 """What happens after a tool ran: its result goes back to the model (`to_model`, the default), or
 the call ends with the tool's result (`immediate`; `immediate_if_last`: when it is the last tool
 of the model's response)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolLimits:
+    """How a service may run a tool: `retries`, how many times in one service call the model
+    may be sent back to it (the tool raised `ModelRetry`, or the arguments did not fit) before
+    the call fails; `timeout`, the seconds a call of it may take before the model is told it
+    did not finish. None: the service's own setting (`ai_service(tool_retries=...,
+    tool_timeout=...)`), unlimited by default. A `Tool` offers them as its `limits` attribute
+    (`@tool(retries=..., timeout=...)` sets it); a tool without one has none of its own."""
+
+    retries: int | None = None
+    timeout: float | None = None
+
+    def __post_init__(self) -> None:
+        retries, timeout = self.retries, self.timeout
+        if retries is not None and (
+            isinstance(retries, bool) or not isinstance(retries, int) or retries < 0
+        ):
+            raise ConfigurationError(f"`retries` must be an int >= 0 or None, got {retries!r}")
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
+        ):
+            raise ConfigurationError(
+                f"`timeout` must be a positive number of seconds or None, got {timeout!r}"
+            )
+
+
+def limits_of(tool: object) -> ToolLimits:
+    """A tool's own limits (none for a tool that declares no `limits`)."""
+    found = getattr(tool, "limits", None)
+    return found if isinstance(found, ToolLimits) else _NO_LIMITS
+
+
+_NO_LIMITS = ToolLimits()
 
 
 @dataclass(frozen=True, slots=True)

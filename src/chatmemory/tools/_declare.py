@@ -63,6 +63,7 @@ from ._contracts import (
     ToolArgumentsError,
     ToolContext,
     ToolExecutionError,
+    ToolLimits,
     ToolOutput,
 )
 
@@ -125,6 +126,8 @@ class ToolDeclaration:
     strict: bool | None
     extra_arguments: ExtraArguments = "forbid"
     require_descriptions: bool = False
+    limits: ToolLimits = dataclasses.field(default_factory=ToolLimits)
+    requires_approval: bool = False
     compiled: dict[bool, _Compiled] = dataclasses.field(default_factory=dict, compare=False)
 
 
@@ -142,6 +145,9 @@ def tool(
     strict: bool | None = None,
     extra_arguments: ExtraArguments = "forbid",
     require_descriptions: bool = False,
+    retries: int | None = None,
+    timeout: float | None = None,
+    requires_approval: bool = False,
 ) -> Callable[[F], F]: ...
 
 
@@ -154,12 +160,19 @@ def tool(
     strict: bool | None = None,
     extra_arguments: ExtraArguments = "forbid",
     require_descriptions: bool = False,
+    retries: int | None = None,
+    timeout: float | None = None,
+    requires_approval: bool = False,
 ) -> Any:
     """Mark a function or method as a tool: ``@tool``, ``@tool("What it does")``,
     ``@tool(name="get_weather", return_behavior="immediate", strict=True)``. The function is
     returned unchanged (still callable as before). ``extra_arguments="ignore"`` drops arguments
-    the function does not take instead of refusing them. ``require_descriptions=True`` refuses
-    the declaration when a parameter the model sees has no description."""
+    the function does not take instead of refusing them. `retries` and `timeout` are the tool's
+    own `ToolLimits`: how often one service call may send the model back to it (it raised
+    `ModelRetry`, or its arguments did not fit), and how many seconds a call of it may take.
+    ``requires_approval=True`` stops a service call before the tool runs, until someone
+    approves or denies it (`ApprovalRequired`, `service.resume`). ``require_descriptions=True``
+    refuses the declaration when a parameter the model sees has no description."""
     if callable(function_or_description) or isinstance(function_or_description, classmethod):
         return _mark(function_or_description, ToolDeclaration(None, None, "to_model", None))
     if function_or_description is not None and not isinstance(function_or_description, str):
@@ -173,6 +186,11 @@ def tool(
         strict,
         extra_arguments,
         require_descriptions=require_descriptions,
+    )
+    declaration = dataclasses.replace(
+        declaration,
+        limits=ToolLimits(retries, timeout),
+        requires_approval=bool(requires_approval),
     )
     return lambda function: _mark(function, declaration)
 
@@ -232,6 +250,9 @@ def tool_from(
     strict: bool | None = None,
     extra_arguments: ExtraArguments | None = None,
     require_descriptions: bool | None = None,
+    retries: int | None = None,
+    timeout: float | None = None,
+    requires_approval: bool | None = None,
 ) -> FunctionTool:
     """A tool from a function not decorated with `@tool` (a library's, a lambda-free helper), a
     `functools.partial` (the arguments it binds are not shown to the model) or a callable object
@@ -254,7 +275,14 @@ def tool_from(
             else marked.require_descriptions
         ),
     )
-    return FunctionTool(function, declared)
+    limits = ToolLimits(
+        retries if retries is not None else marked.limits.retries,
+        timeout if timeout is not None else marked.limits.timeout,
+    )
+    approval = marked.requires_approval if requires_approval is None else requires_approval
+    return FunctionTool(
+        function, dataclasses.replace(declared, limits=limits, requires_approval=bool(approval))
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -552,6 +580,8 @@ class FunctionTool:
         self._function = function
         self._compiled = compiled
         self._behavior: ReturnBehavior = declared.return_behavior
+        self.limits = declared.limits
+        self.requires_approval = declared.requires_approval
 
     def __repr__(self) -> str:
         return f"FunctionTool({self._compiled.specification.name!r})"

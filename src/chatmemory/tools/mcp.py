@@ -50,8 +50,9 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, ToolServerError
 from .._messages import Content, ImageContent, TextContent
+from .._threads import in_thread
 from ..models import ToolSpecification
 from ._contracts import ReturnBehavior, Tool, ToolContext, ToolOutput
 from ._declare import parse_arguments
@@ -301,7 +302,7 @@ class McpToolProvider:
             loop.stop()
 
     async def aclose(self) -> None:
-        await asyncio.to_thread(self.close)
+        await in_thread(self.close)
 
     def __enter__(self) -> McpToolProvider:
         return self
@@ -414,7 +415,7 @@ class McpToolProvider:
                     break
         assert failure is not None
         # raised here, not in `except`, so an error that quotes a secret is not even its context
-        raise ConfigurationError(
+        raise ToolServerError(
             f"cannot list the tools of the MCP server {self.name!r}: "
             f"{_describe(failure, self._secrets)}"
         ) from (None if _mentions(failure, self._secrets) else failure)

@@ -13,7 +13,6 @@ tool's error result; nothing is stored.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, Literal, TypeAlias, TypeVar, cast, overload
@@ -22,6 +21,8 @@ from pydantic_core import PydanticSerializationError
 
 from .._codec.invalid import quote
 from .._errors import ConcurrentUpdateError, ConfigurationError
+from .._flow import retry_optimistically
+from .._threads import in_thread
 from ..models import ToolSpecification
 from ..tools import (
     ReturnBehavior,
@@ -272,20 +273,26 @@ class WorkingMemory(Generic[T]):
 
     def _change(self, key: str, change: Callable[[str], str]) -> str:
         check_key(key)
-        for _ in range(self.max_attempts):
+        done: list[str] = []
+
+        def attempt() -> bool:
             record = self.store.load(key)
-            current = record.text if record else self.text(key)
-            new = change(current)
+            new = change(record.text if record else self.text(key))
             try:
                 self.store.save(key, new, expected=record.version if record else 0)
             except ConcurrentUpdateError:
-                continue  # another writer won: re-read and re-apply the patch
-            return new
-        raise ConcurrentUpdateError(
-            f"the working memory of {key!r} changed on every one of {self.max_attempts} tries",
+                return False  # another writer won: re-read and re-apply the change
+            done.append(new)
+            return True
+
+        retry_optimistically(
+            attempt,
             store=self.store,
             memory_id=key,
+            attempts=self.max_attempts,
+            what=f"the working memory of {key!r}",
         )
+        return done[0]
 
     def _encode(self, value: str | T | Mapping[str, Any]) -> str:
         schema = self._record
@@ -393,7 +400,7 @@ class WorkingMemoryTool:
         return given
 
     async def aexecute(self, arguments: str, context: ToolContext) -> ToolOutput:
-        return await asyncio.to_thread(self.execute, arguments, context)
+        return await in_thread(self.execute, arguments, context)
 
 
 def _written(patch: object) -> str:

@@ -7,6 +7,9 @@ overwritten, and two racing generations store one. In the background by default:
 for sync services, on a task the titles object keeps alive for async ones (so it outlives the
 request that started it); `wait()` / `await drain()` wait for the pending ones. A failing
 model is logged, never raised into the call.
+
+The records live beside working memory's, in the same kind of store (`chatmemory.working`);
+services use this module (``ai_service(..., titles=...)``), it uses no service.
 """
 
 from __future__ import annotations
@@ -16,14 +19,18 @@ import concurrent.futures
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeAlias
 
-from .._errors import ConcurrentUpdateError, ConfigurationError
-from .._messages import UserMessage
-from .._prompts import PromptTemplate
-from ..models import ChatRequest
-from ..working import RecordStore
+from ._errors import ConcurrentUpdateError, ConfigurationError
+from ._flow import retry_optimistically
+from ._messages import UserMessage
+from ._prompts import PromptTemplate
+from ._threads import in_thread, shared_pool
+from .models import AsyncChatModel, ChatModel, ChatRequest, ChatResponse
+from .working import RecordStore
+
+TitleModel: TypeAlias = "ChatModel | AsyncChatModel"
 
 __all__ = ["DEFAULT_TITLE_PROMPT", "ConversationTitles"]
 
@@ -43,34 +50,38 @@ class ConversationTitles:
     `prompt` is a template with `{{user}}`, `{{answer}}` and `{{max_length}}`;
     `background=False` makes the title before the call returns. The application reads and sets
     titles with `get` / `set` (its title always wins).
+
+    `chat_model` and `prompt` may also be functions of the memory id, chosen for each title
+    (a cheaper model for some tenants, a prompt in the user's language).
     """
 
     def __init__(
         self,
         store: RecordStore,
         *,
-        chat_model: object,
-        prompt: str = DEFAULT_TITLE_PROMPT,
+        chat_model: TitleModel | Callable[[str], TitleModel],
+        prompt: str | Callable[[str], str] = DEFAULT_TITLE_PROMPT,
         max_length: int = 80,
         background: bool = True,
     ) -> None:
-        if not callable(getattr(chat_model, "chat", None)) and not callable(
-            getattr(chat_model, "achat", None)
-        ):
-            raise ConfigurationError(f"{chat_model!r} is not a chat model (chat or achat)")
+        if not _is_model(chat_model) and not callable(chat_model):
+            raise ConfigurationError(
+                f"{chat_model!r} is not a chat model (chat or achat), nor a function of the "
+                f"memory id that gives one"
+            )
         if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 8:
             raise ConfigurationError(
                 f"`max_length` must be an int of at least 8, got {max_length!r}"
             )
         self.store = store
         self.chat_model = chat_model
-        self.template = PromptTemplate(prompt)
+        self.template = PromptTemplate(prompt) if isinstance(prompt, str) else None
+        self._prompt = prompt
         self.max_length = max_length
         self.background = bool(background)
         self._futures: set[concurrent.futures.Future[Any]] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._lock = threading.Lock()
-        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._making: dict[str, int] = {}
         """How many titles are being made per memory id..."""
         self._forgotten: set[str] = set()
@@ -90,13 +101,18 @@ class ConversationTitles:
         if not isinstance(title, str) or not title.strip():
             raise ConfigurationError(f"a title is a non-empty str, got {title!r}")
         key = self._key(memory_id)
-        while True:
+
+        def attempt() -> bool:
             record = self.store.load(key)
             try:
                 self.store.save(key, title.strip(), expected=record.version if record else 0)
-                return
             except ConcurrentUpdateError:
-                continue
+                return False
+            return True
+
+        retry_optimistically(
+            attempt, store=self.store, memory_id=memory_id, what=f"the title of {memory_id!r}"
+        )
 
     def forget(self, memory_id: str) -> bool:
         """Remove the conversation's title; whether there was one. A title being made for it
@@ -131,11 +147,26 @@ class ConversationTitles:
         finally:
             self._end(memory_id)
 
-    def _request(self, user: str, answer: str) -> ChatRequest:
-        text = self.template.apply(
-            {"user": user, "answer": answer, "max_length": self.max_length}
-        ).text
+    def _request(self, memory_id: str, user: str, answer: str) -> ChatRequest:
+        template = self.template
+        if template is None:
+            assert callable(self._prompt)
+            template = PromptTemplate(self._prompt(memory_id))
+        text = template.apply({"user": user, "answer": answer, "max_length": self.max_length}).text
         return ChatRequest([UserMessage(text)])
+
+    def _model(self, memory_id: str) -> TitleModel:
+        """The title model of `memory_id`: the one given, or what the function gives."""
+        model = self.chat_model
+        if _is_model(model):
+            return model  # type: ignore[return-value]
+        assert callable(model)
+        chosen = model(memory_id)
+        if not _is_model(chosen):
+            raise ConfigurationError(
+                f"the title model function gave {chosen!r} for {memory_id!r}, not a chat model"
+            )
+        return chosen
 
     def _keep(self, memory_id: str, text: str | None) -> str | None:
         title = " ".join((text or "").split()).strip("\"'“”«» .")[: self.max_length].strip()
@@ -155,26 +186,28 @@ class ConversationTitles:
 
     def generate(self, memory_id: str, user: str, answer: str) -> str | None:
         """Make and store a title unless there is one; the title stored, or None."""
-        chat = getattr(self.chat_model, "chat", None)
-        if chat is None:
+        model = self._model(memory_id)
+        if not isinstance(model, ChatModel):
             return asyncio.run(self.agenerate(memory_id, user, answer))
         with self._making_title(memory_id):
             if self.get(memory_id) is not None:
                 return None
-            return self._keep(memory_id, chat(self._request(user, answer)).ai_message.text)
+            response = model.chat(self._request(memory_id, user, answer))
+            return self._keep(memory_id, response.ai_message.text)
 
     async def agenerate(self, memory_id: str, user: str, answer: str) -> str | None:
         """`generate` without blocking the event loop."""
         with self._making_title(memory_id):
-            if await asyncio.to_thread(self.get, memory_id) is not None:
+            if await in_thread(self.get, memory_id) is not None:
                 return None
-            achat = getattr(self.chat_model, "achat", None)
-            request = self._request(user, answer)
-            if achat is not None:
-                response = await achat(request)
+            model = self._model(memory_id)
+            request = self._request(memory_id, user, answer)
+            response: ChatResponse
+            if isinstance(model, AsyncChatModel):
+                response = await model.achat(request)
             else:
-                response = await asyncio.to_thread(self.chat_model.chat, request)  # type: ignore[attr-defined]
-            return await asyncio.to_thread(self._keep, memory_id, response.ai_message.text)
+                response = await in_thread(model.chat, request)
+            return await in_thread(self._keep, memory_id, response.ai_message.text)
 
     # -- after a service call ------------------------------------------------------------------
 
@@ -185,13 +218,9 @@ class ConversationTitles:
             self._safely(memory_id, user, answer)
             return
         with self._lock:
-            if self._executor is None:
-                self._executor = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=2, thread_name_prefix="chatmemory-titles"
-                )
             try:
-                future = self._executor.submit(self._safely, memory_id, user, answer)
-            except RuntimeError:  # the executor was shut down: nothing will run
+                future = shared_pool().submit(self._safely, memory_id, user, answer)
+            except RuntimeError:  # the interpreter is shutting down: nothing will run
                 self._end(memory_id)
                 raise
             self._futures.add(future)
@@ -232,3 +261,7 @@ class ConversationTitles:
     async def drain(self) -> None:
         """Wait for the titles being made on tasks of the running loop."""
         await asyncio.gather(*list(self._tasks))
+
+
+def _is_model(model: object) -> bool:
+    return isinstance(model, (ChatModel, AsyncChatModel))
