@@ -100,6 +100,7 @@ from .stores import (
     InMemoryChatMemoryStore,
     SqliteChatMemoryStore,
 )
+from .telemetry import instrument, uninstrument
 
 if TYPE_CHECKING:
     from .models.anthropic import AnthropicChatModel
@@ -192,6 +193,7 @@ __all__ = [
     "apply_processors",
     "from_anthropic",
     "from_openai",
+    "instrument",
     "message_from_json",
     "message_to_json",
     "messages_from_json",
@@ -201,6 +203,7 @@ __all__ = [
     "to_anthropic",
     "to_openai",
     "tool_choice",
+    "uninstrument",
     "user_message",
 ]
 

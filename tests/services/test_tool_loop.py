@@ -130,7 +130,7 @@ def test_a_tool_call_runs_and_the_model_answers_with_its_result(mode: str) -> No
         ToolExecutionResultMessage("c0", "weather", "snow in Oslo"),
         AiMessage("It snows in Oslo."),
     ]
-    assert weather.contexts[0] == ToolContext("u")
+    assert weather.contexts[0] == ToolContext("u", user_message=UserMessage("Weather in Oslo?"))
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

@@ -11,6 +11,7 @@ from .chat import chat
 from .demo import demo
 from .history import history
 from .ingest import ingest
+from .inspect import inspect
 from .prompt import prompt
 from .tokens import tokens
 
@@ -26,7 +27,7 @@ __all__ = ["cli"]
 @click.version_option(package_name="chatmemory", prog_name="chatmemory")
 def cli() -> None:
     """Conversation memory for LLM apps: chat, one-shot prompts, demo, history, ingest and ask,
-    token counts."""
+    inspect, token counts."""
 
 
 cli.add_command(ask)
@@ -34,5 +35,6 @@ cli.add_command(chat)
 cli.add_command(demo)
 cli.add_command(history)
 cli.add_command(ingest)
+cli.add_command(inspect)
 cli.add_command(prompt)
 cli.add_command(tokens)

@@ -105,6 +105,9 @@ _EXTRAS = {
     "torch": "local",
     "mcp": "mcp",
     "prompt_toolkit": "cli",
+    "uvicorn": "inspect",
+    "starlette": "inspect",
+    "jinja2": "inspect",
 }
 
 

@@ -139,12 +139,9 @@ def show(
 
 
 def _show_recall(store: Any, memory_id: str, query: str, top_k: int) -> None:
-    from ..rag import HashingEmbeddingModel, InMemoryEmbeddingStore
-    from ..recall import SemanticRecall
+    from ..inspector._views import preview_recall
 
-    recall = SemanticRecall(HashingEmbeddingModel(), InMemoryEmbeddingStore(), top_k=top_k)
-    recall.index(store, memory_id)  # into memory: a read never writes
-    found = recall.recall(store, memory_id, query)
+    found = preview_recall(store, memory_id, query, top_k=top_k)  # a read never writes
     if not found:
         click.echo(f"nothing out of the window of {memory_id} matches {query!r}")
         return

@@ -29,6 +29,7 @@ from .._messages import (
 
 __all__ = [
     "Row",
+    "contents_text",
     "format_time",
     "message_lines",
     "message_table",
@@ -64,7 +65,7 @@ def summary(message: ChatMessage) -> str:
     if isinstance(message, SystemMessage):
         text = message.text
     elif isinstance(message, UserMessage):
-        text = _contents(message.contents)
+        text = contents_text(message.contents)
         if message.name is not None:
             text = f"{message.name}: {text}"
     elif isinstance(message, AiMessage):
@@ -74,7 +75,7 @@ def summary(message: ChatMessage) -> str:
     elif isinstance(message, ToolExecutionResultMessage):
         error = " (error)" if message.is_error else ""
         name = message.tool_name or "?"
-        text = f"← {name}{error}: {_contents(message.contents)}"
+        text = f"← {name}{error}: {contents_text(message.contents)}"
     else:
         assert isinstance(message, CustomMessage)
         text = json.dumps(thaw(message.attributes), ensure_ascii=False, default=str)
@@ -90,8 +91,9 @@ def printable(text: str) -> str:
     return _SURROGATES.sub("\ufffd", text)
 
 
-def _contents(contents: Sequence[Content]) -> str:
-    return " ".join(
+def contents_text(contents: Sequence[Content], separator: str = " ") -> str:
+    """The contents' text, with `[Image]`, `[Audio]`... in place of what is not text."""
+    return separator.join(
         c.text if isinstance(c, TextContent) else f"[{type(c).__name__.removesuffix('Content')}]"
         for c in contents
     )

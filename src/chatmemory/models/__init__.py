@@ -36,6 +36,16 @@ from ._values import (
     ToolChoice,
     ToolSpecification,
 )
+from .listeners import (
+    CallAbandoned,
+    ChatModelErrorContext,
+    ChatModelListener,
+    ChatModelRequestContext,
+    ChatModelResponseContext,
+    add_chat_model_listener,
+    remove_chat_model_listener,
+    with_listeners,
+)
 
 if TYPE_CHECKING:
     from .anthropic import AnthropicChatModel
@@ -47,8 +57,13 @@ __all__ = [
     "AsyncChatModel",
     "AsyncModerationModel",
     "AsyncStreamingChatModel",
+    "CallAbandoned",
     "Capability",
     "ChatModel",
+    "ChatModelErrorContext",
+    "ChatModelListener",
+    "ChatModelRequestContext",
+    "ChatModelResponseContext",
     "ChatParameters",
     "ChatRequest",
     "ChatResponse",
@@ -67,6 +82,9 @@ __all__ = [
     "TokenUsage",
     "ToolChoice",
     "ToolSpecification",
+    "add_chat_model_listener",
+    "remove_chat_model_listener",
+    "with_listeners",
 ]
 
 # Adapters whose SDK is an optional extra: imported on first use.

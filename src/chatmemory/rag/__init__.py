@@ -46,6 +46,12 @@ from ._filters import Filter, MetadataKey, key
 from ._hashing import HashingEmbeddingModel
 from ._in_memory import InMemoryEmbeddingStore
 from ._ingest import Ingestor, IngestProgress, IngestReport
+from ._listeners import (
+    ContentRetrieverErrorContext,
+    ContentRetrieverListener,
+    ContentRetrieverRequestContext,
+    ContentRetrieverResponseContext,
+)
 from ._rerank import RerankScoringModel
 from ._retrievers import (
     EmbeddingStoreContentRetriever,
@@ -99,6 +105,10 @@ __all__ = [
     "ContentInjector",
     "ContentKey",
     "ContentRetriever",
+    "ContentRetrieverErrorContext",
+    "ContentRetrieverListener",
+    "ContentRetrieverRequestContext",
+    "ContentRetrieverResponseContext",
     "DefaultContentAggregator",
     "DefaultContentInjector",
     "DefaultQueryRouter",

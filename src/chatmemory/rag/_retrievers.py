@@ -17,6 +17,7 @@ from ._embeddings import (
     FullTextSearch,
 )
 from ._filters import Filter
+from ._listeners import ListenedRetriever
 from ._values import Content, ContentKey, Query
 
 __all__ = ["EmbeddingStoreContentRetriever", "FullTextContentRetriever", "HybridContentRetriever"]
@@ -38,10 +39,10 @@ def _content(match: EmbeddingMatch) -> Content | None:
     )
 
 
-class EmbeddingStoreContentRetriever:
+class EmbeddingStoreContentRetriever(ListenedRetriever):
     """The segments whose embeddings are nearest the query's: at most `max_results` (3), with a
     relevance score of at least `min_score` (0.0), passing `filter`. Each setting may be a
-    function of the query."""
+    function of the query. `listeners` are told of each retrieval."""
 
     def __init__(
         self,
@@ -52,6 +53,7 @@ class EmbeddingStoreContentRetriever:
         min_score: Setting[float] = 0.0,
         filter: Setting[Filter | None] = None,
         display_name: str = "Default",
+        listeners: Sequence[object] = (),
     ) -> None:
         if not isinstance(store, EmbeddingStore):
             raise ConfigurationError(f"{store!r} is not an embedding store")
@@ -65,6 +67,7 @@ class EmbeddingStoreContentRetriever:
         self.min_score = min_score
         self.filter = filter
         self.display_name = display_name
+        self.listeners = tuple(listeners)
 
     def __repr__(self) -> str:
         return f"EmbeddingStoreContentRetriever({self.display_name!r})"
@@ -77,12 +80,12 @@ class EmbeddingStoreContentRetriever:
             filter=_resolve(self.filter, query),
         )
 
-    def retrieve(self, query: Query) -> list[Content]:
+    def _retrieve(self, query: Query) -> list[Content]:
         [embedding] = self.embedding_model.embed_all([query.text])
         result = self.store.search(self._request(query, embedding))
         return [c for c in map(_content, result.matches) if c is not None]
 
-    async def aretrieve(self, query: Query) -> list[Content]:
+    async def _aretrieve(self, query: Query) -> list[Content]:
         aembed = getattr(self.embedding_model, "aembed_all", None)
         if aembed is not None:
             [embedding] = await aembed([query.text])
@@ -98,9 +101,9 @@ class EmbeddingStoreContentRetriever:
         return [c for c in map(_content, result.matches) if c is not None]
 
 
-class FullTextContentRetriever:
+class FullTextContentRetriever(ListenedRetriever):
     """The segments that best match the query's words (the store's full-text ranking, BM25 on
-    SQLite's FTS5): no embedding model needed."""
+    SQLite's FTS5): no embedding model needed. `listeners` are told of each retrieval."""
 
     def __init__(
         self,
@@ -108,14 +111,16 @@ class FullTextContentRetriever:
         *,
         max_results: Setting[int] = 3,
         filter: Setting[Filter | None] = None,
+        listeners: Sequence[object] = (),
     ) -> None:
         if not isinstance(store, FullTextSearch):
             raise ConfigurationError(f"{store!r} has no full-text search (search_text)")
         self.store = store
         self.max_results = max_results
         self.filter = filter
+        self.listeners = tuple(listeners)
 
-    def retrieve(self, query: Query) -> list[Content]:
+    def _retrieve(self, query: Query) -> list[Content]:
         matches = self.store.search_text(
             query.text,
             max_results=_resolve(self.max_results, query),
@@ -123,13 +128,14 @@ class FullTextContentRetriever:
         )
         return [c for c in map(_content, matches) if c is not None]
 
-    async def aretrieve(self, query: Query) -> list[Content]:
-        return await asyncio.to_thread(self.retrieve, query)
+    async def _aretrieve(self, query: Query) -> list[Content]:
+        return await asyncio.to_thread(self._retrieve, query)
 
 
-class HybridContentRetriever:
+class HybridContentRetriever(ListenedRetriever):
     """Full text and vectors fused by reciprocal rank: the words of the query and its meaning.
-    Without an embedding model it is the full-text search alone."""
+    Without an embedding model it is the full-text search alone. `listeners` are told of each
+    retrieval (the fused one)."""
 
     def __init__(
         self,
@@ -139,6 +145,7 @@ class HybridContentRetriever:
         max_results: Setting[int] = 3,
         filter: Setting[Filter | None] = None,
         k: int = 60,
+        listeners: Sequence[object] = (),
     ) -> None:
         from ._aggregation import ReciprocalRankFuser
 
@@ -155,17 +162,18 @@ class HybridContentRetriever:
         )
         self.max_results = max_results
         self.fuser = ReciprocalRankFuser(k)
+        self.listeners = tuple(listeners)
 
     def _fuse(self, query: Query, lists: Sequence[list[Content]]) -> list[Content]:
         return self.fuser.fuse(lists)[: _resolve(self.max_results, query)]
 
-    def retrieve(self, query: Query) -> list[Content]:
+    def _retrieve(self, query: Query) -> list[Content]:
         lists = [self.text.retrieve(query)]
         if self.vectors is not None:
             lists.append(self.vectors.retrieve(query))
         return self._fuse(query, lists)
 
-    async def aretrieve(self, query: Query) -> list[Content]:
+    async def _aretrieve(self, query: Query) -> list[Content]:
         if self.vectors is None:
             return self._fuse(query, [await self.text.aretrieve(query)])
         words, meaning = await asyncio.gather(

@@ -15,6 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 from .._errors import ConfigurationError
 from .._frozen import FrozenDict
 from ._http import HttpEndpoint
+from ._listeners import ListenedRetriever
 from ._values import Content, Query, TextSegment
 
 __all__ = [
@@ -61,12 +62,17 @@ class AsyncWebSearchEngine(Protocol):
     async def asearch(self, query: str, max_results: int) -> Sequence[WebSearchResult]: ...
 
 
-class WebSearchContentRetriever:
+class WebSearchContentRetriever(ListenedRetriever):
     """A content retriever over a web search engine: one `Content` per result, at most
-    `max_results` (5 by default), in the engine's order."""
+    `max_results` (5 by default), in the engine's order. `listeners` are told of each
+    retrieval."""
 
     def __init__(
-        self, engine: WebSearchEngine | AsyncWebSearchEngine, *, max_results: int = 5
+        self,
+        engine: WebSearchEngine | AsyncWebSearchEngine,
+        *,
+        max_results: int = 5,
+        listeners: Sequence[object] = (),
     ) -> None:
         if not callable(getattr(engine, "search", None)) and not callable(
             getattr(engine, "asearch", None)
@@ -79,11 +85,12 @@ class WebSearchContentRetriever:
             raise ConfigurationError(f"`max_results` must be a positive int, got {max_results!r}")
         self.engine = engine
         self.max_results = max_results
+        self.listeners = tuple(listeners)
 
     def __repr__(self) -> str:
         return f"WebSearchContentRetriever({self.engine!r})"
 
-    def retrieve(self, query: Query) -> list[Content]:
+    def _retrieve(self, query: Query) -> list[Content]:
         search = getattr(self.engine, "search", None)
         if search is None:
             raise ConfigurationError(
@@ -92,7 +99,7 @@ class WebSearchContentRetriever:
             )
         return _contents(search(query.text, self.max_results), self.max_results)
 
-    async def aretrieve(self, query: Query) -> list[Content]:
+    async def _aretrieve(self, query: Query) -> list[Content]:
         asearch = getattr(self.engine, "asearch", None)
         if asearch is not None:
             found = await asearch(query.text, self.max_results)

@@ -21,6 +21,7 @@ assert assistant.chat("alice", "Hi", company="ACME") == "Hello!"
 from .._errors import GuardrailError, ModelRetry
 from ..titles import DEFAULT_TITLE_PROMPT, ConversationTitles
 from ._approval import ApprovalAccess, ApprovalRequired, Decisions, PendingApproval
+from ._invocation import InvocationContext, InvocationParameters
 from ._markers import (
     MemoryId,
     UserId,
@@ -55,6 +56,8 @@ __all__ = [
     "Decisions",
     "GuardrailError",
     "InputGuardrail",
+    "InvocationContext",
+    "InvocationParameters",
     "MemoryId",
     "ModelRetry",
     "OutputGuardrail",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from .._errors import ConfigurationError
 from .._messages import ToolExecutionRequest
@@ -23,6 +23,7 @@ from ..models import (
     Capability,
     ChatModel,
     ChatParameters,
+    ChatRequest,
     ModerationModel,
     StreamingChatModel,
 )
@@ -34,6 +35,7 @@ from ..tools import AsyncToolProvider, Tool, ToolLimits, ToolProvider
 from ..tools._collect import collect_tools
 from ..working import InMemoryRecordStore, RecordStore, WorkingMemory
 from ._declaration import Declaration, MethodPlan
+from ._invocation import InvocationContext
 from ._memories import AnyMemory, ChatMemoryProvider, Memories
 from ._results import ToolExecution
 from ._tooling import ArgumentsHandler, ErrorHandler, ToolOptions, UnknownToolHandler
@@ -124,6 +126,8 @@ class ServiceContext:
     approvals: RecordStore | None = None
     """Where calls stopped for approval are kept (None: no tool needs approval)."""
     requires_approval: Callable[[ToolExecutionRequest], bool] | None = None
+    chat_request_transformer: Callable[[ChatRequest, InvocationContext], ChatRequest] | None = None
+    system_message_transformer: Callable[[str, InvocationContext], str] | None = None
 
     def needs_approval(self, request: ToolExecutionRequest, tool: Tool | None) -> bool:
         """Whether a tool call waits for approval: the tool says so, or the service does."""
@@ -175,6 +179,8 @@ def resolve(
     tool_choice: ToolChoice | None = None,
     requires_approval: Callable[[ToolExecutionRequest], bool] | None = None,
     approvals: RecordStore | None = None,
+    chat_request_transformer: Callable[[ChatRequest, InvocationContext], ChatRequest] | None = None,
+    system_message_transformer: Callable[[str, InvocationContext], str] | None = None,
 ) -> ServiceContext:
     """`ai_service`'s arguments checked and resolved (see its docstring for each)."""
     if titles is not None and not isinstance(titles, ConversationTitles):
@@ -258,6 +264,8 @@ def resolve(
         semantic_recall=semantic_recall,
         approvals=_approvals(tools_, requires_approval, approvals),
         requires_approval=requires_approval,
+        chat_request_transformer=_hook("chat_request_transformer", chat_request_transformer),
+        system_message_transformer=_hook("system_message_transformer", system_message_transformer),
         input_guardrails=guards[0],
         output_guardrails=guards[1],
         guardrail_retries=guardrail_retries,
@@ -265,6 +273,17 @@ def resolve(
     )
     _check(context, chat_model, moderation_model)
     return context
+
+
+H = TypeVar("H")
+
+
+def _hook(name: str, hook: H) -> H:
+    if hook is not None and not callable(hook):
+        raise ConfigurationError(
+            f"`{name}` is a function of (value, InvocationContext), got {hook!r}"
+        )
+    return hook
 
 
 def _approvals(

@@ -29,6 +29,7 @@ from .._messages import (
 from .._prompts import _BUILT_INS, Clock, PromptTemplate
 from ..models import ChatParameters, ChatResponse
 from ..models._values import ToolChoice
+from ._invocation import InvocationParameters
 from ._markers import (
     MODERATE,
     SYSTEM,
@@ -73,6 +74,7 @@ class Role(enum.Enum):
     VARIABLE = "variable"
     CONTENTS = "contents"
     PARAMETERS = "parameters"
+    INVOCATION = "invocation"
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +129,10 @@ class MethodPlan:
     @property
     def parameters_param(self) -> str | None:
         return self._param(Role.PARAMETERS)
+
+    @property
+    def invocation_param(self) -> str | None:
+        return self._param(Role.INVOCATION)
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,7 +321,14 @@ def _read_params(
             extra = True
             continue
         params.append(_read_param(where, parameter.name, hints.get(parameter.name)))
-    for role in (Role.MEMORY_ID, Role.USER_ID, Role.USER_NAME, Role.USER_MESSAGE, Role.PARAMETERS):
+    for role in (
+        Role.MEMORY_ID,
+        Role.USER_ID,
+        Role.USER_NAME,
+        Role.USER_MESSAGE,
+        Role.PARAMETERS,
+        Role.INVOCATION,
+    ):
         marked = [p.name for p in params if p.role is role]
         if len(marked) > 1:
             raise ConfigurationError(
@@ -324,7 +337,7 @@ def _read_params(
             )
     seen: dict[str, str] = {}
     for p in params:
-        if p.variable in seen and p.role not in (Role.CONTENTS, Role.PARAMETERS):
+        if p.variable in seen and p.role not in (Role.CONTENTS, Role.PARAMETERS, Role.INVOCATION):
             raise ConfigurationError(
                 f"{where}: parameters {seen[p.variable]!r} and {p.name!r} both fill the template "
                 f"variable {p.variable!r}; rename one with V(...)"
@@ -359,12 +372,13 @@ def _read_param(where: str, name: str, hint: object) -> Param:
         return Param(name, next(iter(roles.values())), variable, bool(renames))
     if _is_contents(base):
         return Param(name, Role.CONTENTS, variable)
-    if base is ChatParameters or (
-        get_origin(base) in (typing.Union, _union_type())
-        and ChatParameters in get_args(base)
-        and set(get_args(base)) <= {ChatParameters, type(None)}
-    ):
-        return Param(name, Role.PARAMETERS, variable)
+    for kind, role in ((ChatParameters, Role.PARAMETERS), (InvocationParameters, Role.INVOCATION)):
+        if base is kind or (
+            get_origin(base) in (typing.Union, _union_type())
+            and kind in get_args(base)
+            and set(get_args(base)) <= {kind, type(None)}
+        ):
+            return Param(name, role, variable)
     return Param(name, Role.VARIABLE, variable, bool(renames))
 
 
@@ -445,7 +459,9 @@ def _it_param(
 ) -> str | None:
     if "it" in variables or not any("it" in t.variables for t in templates):
         return None
-    free = [p.name for p in params if p.role not in (Role.CONTENTS, Role.PARAMETERS)]
+    free = [
+        p.name for p in params if p.role not in (Role.CONTENTS, Role.PARAMETERS, Role.INVOCATION)
+    ]
     if len(free) == 1:
         return free[0]
     raise ConfigurationError(

@@ -14,6 +14,7 @@ from typing import Generic, TypeVar
 
 from typing_extensions import assert_never
 
+from .. import telemetry
 from ._effects import (
     Ask,
     Augment,
@@ -63,7 +64,40 @@ class _Steps(Generic[T]):
             return Finished(stop.value)
 
 
-def _sync(effect: TurnEffect, port: SyncPort) -> object:  # noqa: C901 - a case an effect
+def _spanned(effect: TurnEffect) -> tuple[str, dict[str, object]] | None:
+    """The span a traced call gives an effect (the model's and the tools' have their own)."""
+    match effect:
+        case Commit():
+            return "chatmemory commit", {"chatmemory.messages.written": len(effect.messages)}
+        case Augment():
+            return "chatmemory retrieve", {}
+        case Recall():
+            return "chatmemory recall", {}
+        case Index():
+            return "chatmemory index", {}
+        case Verdict():
+            return "chatmemory moderation", {}
+        case _:
+            return None
+
+
+def _sync(effect: TurnEffect, port: SyncPort) -> object:
+    named = _spanned(effect) if telemetry.tracing() else None
+    if named is None:
+        return _carry_out(effect, port)
+    with telemetry.span(*named):
+        return _carry_out(effect, port)
+
+
+async def _async(effect: TurnEffect, port: AsyncPort) -> object:
+    named = _spanned(effect) if telemetry.tracing() else None
+    if named is None:
+        return await _acarry_out(effect, port)
+    with telemetry.span(*named):
+        return await _acarry_out(effect, port)
+
+
+def _carry_out(effect: TurnEffect, port: SyncPort) -> object:  # noqa: C901 - a case an effect
     match effect:
         case Window():
             return port.window(effect)
@@ -107,7 +141,7 @@ def _sync(effect: TurnEffect, port: SyncPort) -> object:  # noqa: C901 - a case 
             assert_never(effect)
 
 
-async def _async(effect: TurnEffect, port: AsyncPort) -> object:  # noqa: C901 - as _sync
+async def _acarry_out(effect: TurnEffect, port: AsyncPort) -> object:  # noqa: C901 - as above
     match effect:
         case Window():
             return await port.window(effect)

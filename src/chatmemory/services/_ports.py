@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast, runtime_checkable
 
+from .. import telemetry
 from .._memory.window import AsyncChatMemory, ChatMemory
 from .._messages import ChatMessage
 from .._threads import in_thread, shared_pool
@@ -31,6 +32,7 @@ from ..models import (
     Moderation,
     ModerationModel,
     StreamingChatModel,
+    listeners,
 )
 from ..rag import AugmentationResult, RetrievalAugmentor
 from ..rag._augmentor import AsyncRetrievalAugmentor
@@ -85,6 +87,29 @@ async def _awindow(memory: AsyncChatMemory, effect: Window) -> list[ChatMessage]
 
 
 def _run_tool(effect: RunTool | StartTool) -> Attempt:
+    if telemetry.tracing():
+        with telemetry.span(*_tool_span(effect)):
+            return _run(effect)
+    return _run(effect)
+
+
+async def _arun_tool(effect: RunTool | StartTool) -> Attempt:
+    if telemetry.tracing():
+        with telemetry.span(*_tool_span(effect)):
+            return await _arun(effect)
+    return await _arun(effect)
+
+
+def _tool_span(effect: RunTool | StartTool) -> tuple[str, dict[str, object]]:
+    request = effect.request
+    return f"execute_tool {request.name}", {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": request.name,
+        "gen_ai.tool.call.id": request.id or "",
+    }
+
+
+def _run(effect: RunTool | StartTool) -> Attempt:
     started = begin(effect.request, effect.before)
     tool = effect.tool
     if tool is None:
@@ -99,7 +124,7 @@ def _run_tool(effect: RunTool | StartTool) -> Attempt:
     return ended(effect.request, tool, started, output)
 
 
-async def _arun_tool(effect: RunTool | StartTool) -> Attempt:
+async def _arun(effect: RunTool | StartTool) -> Attempt:
     started = begin(effect.request, effect.before)
     tool = effect.tool
     if tool is None:
@@ -184,11 +209,11 @@ class SyncPort:
 
     def ask(self, effect: Ask) -> ChatResponse:
         assert self.model is not None
-        return self.model.chat(effect.request)
+        return listeners.chat(self.model, effect.request)
 
     def open(self, effect: Open) -> object:
         assert self.streamer is not None
-        stream = iter(cast(Iterator[ServiceEvent], self.streamer.stream(effect.request)))
+        stream = iter(cast(Iterator[ServiceEvent], listeners.stream(self.streamer, effect.request)))
         self._opened.append(stream)
         return stream
 
@@ -288,13 +313,13 @@ class AsyncPort:
     async def ask(self, effect: Ask) -> ChatResponse:
         model = self.model
         if isinstance(model, AsyncChatModel):
-            return await model.achat(effect.request)
+            return await listeners.achat(model, effect.request)
         assert model is not None
-        return await in_thread(model.chat, effect.request)
+        return await in_thread(listeners.chat, model, effect.request)
 
     async def open(self, effect: Open) -> object:
         assert self.streamer is not None
-        stream = cast(AsyncIterator[ServiceEvent], self.streamer.astream(effect.request))
+        stream = cast(AsyncIterator[ServiceEvent], listeners.astream(self.streamer, effect.request))
         self._opened.append(stream)
         return stream
 

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Callable, Generator, Iterable, Mappin
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, cast
 
+from .. import telemetry
 from .._errors import ConfigurationError
 from .._messages import (
     SystemMessage,
@@ -27,7 +28,7 @@ from .._messages import (
 )
 from .._prompts import Clock, PromptTemplate
 from .._threads import in_thread
-from ..models import Capability, ChatParameters, ChatResponse, PartialText
+from ..models import Capability, ChatParameters, ChatRequest, ChatResponse, PartialText
 from ..models._values import ToolChoice
 from ..rag import ContentRetriever, RetrievalAugmentor
 from ..recall import SemanticRecall
@@ -57,6 +58,7 @@ from ._declaration import (
     user_message_of,
 )
 from ._drivers import arun, astream, run, stream
+from ._invocation import InvocationContext, InvocationParameters
 from ._memories import AnyMemory, ChatMemoryProvider, is_async_memory
 from ._ports import AsyncPort, SyncPort
 from ._recalling import RecallStep
@@ -119,6 +121,8 @@ def ai_service(
     tool_timeout: float | None = None,
     requires_approval: Callable[[ToolExecutionRequest], bool] | None = None,
     approvals: RecordStore | None = None,
+    chat_request_transformer: Callable[[ChatRequest, InvocationContext], ChatRequest] | None = None,
+    system_message_transformer: Callable[[str, InvocationContext], str] | None = None,
 ) -> S:
     """An object implementing the methods `cls` declares by calling the model.
 
@@ -151,6 +155,12 @@ def ai_service(
       fit) before the call fails with `ModelBehaviourError`; `tool_timeout`: the seconds a tool
       call may take before the model is told it did not finish. A tool's own
       `@tool(retries=..., timeout=...)` wins; both are unlimited by default.
+    * Extension hooks (LangChain4j's): `chat_request_transformer(request, context)` returns
+      the `ChatRequest` the model gets (each model call of the turn; the memory is untouched);
+      `system_message_transformer(text, context)` returns the system message's text (blank:
+      none). `context` is an `InvocationContext`: memory id, user id, user message and the
+      call's `InvocationParameters` (per-call values: type a method parameter with it; they
+      also reach tools and providers as `ToolContext.parameters`, never the model).
     * Tool approval: a call whose model calls a tool marked `@tool(requires_approval=True)` (or
       one `requires_approval(request)` says True of) stops before any tool of that round runs,
       raising `ApprovalRequired` (nothing stored). Its `pending.requests` wait for a decision;
@@ -238,6 +248,8 @@ def ai_service(
         tool_timeout=tool_timeout,
         requires_approval=requires_approval,
         approvals=approvals,
+        chat_request_transformer=chat_request_transformer,
+        system_message_transformer=system_message_transformer,
     )
     return cast(S, _Service(context).build())
 
@@ -251,6 +263,11 @@ class _Call:
     user: UserMessage
     parameters: ChatParameters | None
     user_id: str | None = None
+    invocation: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """The call's `InvocationParameters`."""
+
+    def context(self) -> InvocationContext:
+        return InvocationContext(self.memory_id, self.user_id, self.user, self.invocation)
 
 
 class _Service:
@@ -384,7 +401,7 @@ class _Service:
         extra = arguments.pop(_var_keyword(plan.signature) or "", {})
         values: dict[str, object] = dict(cast(Mapping[str, object], extra))
         for param in plan.params:
-            if param.name != plan.parameters_param:
+            if param.name not in (plan.parameters_param, plan.invocation_param):
                 values[param.variable] = arguments[param.name]
         if plan.it_param is not None:
             values["it"] = arguments[plan.it_param]
@@ -403,15 +420,42 @@ class _Service:
                 f"{plan.where}: the UserId ({plan.user_id_param!r}) is None, but the working "
                 f"memory is per user: pass the user's id"
             )
-        system = self._system(plan, memory_id, values)
+        if (
+            user_id is None
+            and self.context.semantic_recall is not None
+            and self.context.semantic_recall.scope == "user"
+        ):
+            raise ConfigurationError(
+                f"{plan.where}: semantic recall searches the user's conversations "
+                f"(scope='user'), but the call names no user: mark a parameter "
+                f"Annotated[str, UserId] and pass the user's id"
+            )
         user = self._user(plan, arguments, values, cast(Mapping[str, object], extra))
+        invocation = InvocationContext(
+            memory_id,
+            None if user_id is None else str(user_id),
+            user,
+            self._invocation(plan, arguments),
+        )
         return _Call(
             memory_id,
-            system,
+            self._system(plan, values, invocation),
             user,
             self._parameters(plan, arguments),
-            None if user_id is None else str(user_id),
+            invocation.user_id,
+            invocation.parameters,
         )
+
+    def _invocation(self, plan: MethodPlan, arguments: dict[str, object]) -> Mapping[str, Any]:
+        given = arguments[plan.invocation_param] if plan.invocation_param else None
+        if given is None:
+            return InvocationParameters()
+        if not isinstance(given, Mapping):
+            raise ConfigurationError(
+                f"{plan.where}: {plan.invocation_param!r} must be InvocationParameters (a "
+                f"dict), got {given!r}"
+            )
+        return given
 
     def _parameters(self, plan: MethodPlan, arguments: dict[str, object]) -> ChatParameters | None:
         """The service's parameters, overridden field by field by a ChatParameters argument."""
@@ -425,16 +469,26 @@ class _Service:
         return given if self.context.parameters is None else self.context.parameters.merged(given)
 
     def _system(
-        self, plan: MethodPlan, memory_id: str, values: dict[str, object]
+        self, plan: MethodPlan, values: dict[str, object], invocation: InvocationContext
     ) -> SystemMessage | None:
         template = plan.system
-        if template is None and self.context.system_message_provider is not None:
-            text = self.context.system_message_provider(memory_id)
-            if text is None or not text.strip():
+        provider = self.context.system_message_provider
+        if template is None and provider is not None:
+            given = provider(invocation.memory_id)
+            if given is None or not given.strip():
                 return None
-            template = PromptTemplate(text, clock=self.context.clock)
+            template = PromptTemplate(given, clock=self.context.clock)
         text = template.apply(values).text if template is not None else ""
-        return SystemMessage(text) if text else None
+        transform = self.context.system_message_transformer
+        if transform is not None:
+            changed = transform(text, invocation)
+            if not isinstance(changed, str):
+                raise ConfigurationError(
+                    f"system_message_transformer returns the system message's text (a str), "
+                    f"got {changed!r}"
+                )
+            text = changed
+        return SystemMessage(text) if text.strip() else None
 
     def _user(
         self,
@@ -481,7 +535,7 @@ class _Service:
             limit=repr(memory) if memory is not None else "",
             tools=context.tools,
             providers=context.tool_providers,
-            tool_context=ToolContext(call.memory_id, call.user_id),
+            tool_context=ToolContext(call.memory_id, call.user_id, call.user, call.invocation),
             tool_options=context.tool_options,
             unstored_tools=context.unstored_tools,
             retrieval=context.retrieval,
@@ -491,6 +545,8 @@ class _Service:
             output_guardrails=context.output_guardrails,
             guardrail_retries=context.guardrail_retries,
             method=plan.name,
+            transform_request=context.chat_request_transformer,
+            invocation=call.context(),
             user_id=call.user_id,
             needs_approval=context.needs_approval,
             resumed=resumed,
@@ -553,12 +609,11 @@ class _Service:
             return TokenStream(lambda: self._events(plan, call, resumed))
         if plan.returns is Returns.TEXT_STREAM:
             return _texts(self._events(plan, call, resumed))
-        with self.memories.hold(call.memory_id):
+        with self._agent(plan, call), self.memories.hold(call.memory_id):
             memory = self.memories.get(call.memory_id)
             port = self._sync_port(plan, call, memory)
-            outcome = run(
-                turn(self._input(plan, call, memory, forward=False, resumed=resumed)), port
-            )
+            given = self._input(plan, call, memory, forward=False, resumed=resumed)
+            outcome = run(turn(given), port)
         self._title(call, outcome)
         return _shape(plan, outcome)
 
@@ -578,12 +633,12 @@ class _Service:
         return _text_result(outcome)
 
     async def _acall(self, plan: MethodPlan, call: _Call, resumed: Resumed | None = None) -> object:
-        async with self.memories.ahold(call.memory_id):
-            memory = self.memories.get(call.memory_id)
-            port = self._async_port(call, memory)
-            outcome = await arun(
-                turn(self._input(plan, call, memory, forward=False, resumed=resumed)), port
-            )
+        with self._agent(plan, call):
+            async with self.memories.ahold(call.memory_id):
+                memory = self.memories.get(call.memory_id)
+                port = self._async_port(call, memory)
+                given = self._input(plan, call, memory, forward=False, resumed=resumed)
+                outcome = await arun(turn(given), port)
         await self._atitle(call, outcome)
         return _shape(plan, outcome)
 
@@ -606,6 +661,17 @@ class _Service:
         for event in outcome.tail:
             yield event
         yield Finished(_text_result(outcome))
+
+    def _agent(self, plan: MethodPlan, call: _Call) -> contextlib.AbstractContextManager[object]:
+        """An ``invoke_agent`` span around a call when tracing is on (`chatmemory.instrument`):
+        its model calls, tools, retrieval, recall and commit are its children."""
+        if not telemetry.tracing():
+            return contextlib.nullcontext()
+        return telemetry.invoke_agent(
+            self.context.declaration.cls.__name__,
+            conversation_id=call.memory_id,
+            **{"gen_ai.agent.id": plan.where},
+        )
 
     # -- titles ----------------------------------------------------------------------------
 

@@ -84,6 +84,7 @@ from ._effects import (
     Window,
     perform,
 )
+from ._invocation import InvocationContext
 from ._output import OutputSpec
 from ._results import Result, Retrieved, ServiceEvent, ToolExecuted, ToolExecution
 from ._tooling import (
@@ -178,6 +179,9 @@ class TurnInput:
     """Whether a tool call waits for someone's approval (the call stops before it runs)."""
     resumed: Resumed | None = None
     """A call stopped for approval, continued with the decisions."""
+    transform_request: Callable[[ChatRequest, InvocationContext], ChatRequest] | None = None
+    """The service's `chat_request_transformer`: the request each model call gets."""
+    invocation: InvocationContext | None = None
     tool_choice: ToolChoice | None = None
 
 
@@ -295,6 +299,18 @@ class _Turn:
         self.to_model = _with_instructions(sent, instructions) if instructions else sent
 
     def request(self, extra: Sequence[ChatMessage] = ()) -> ChatRequest:
+        request = self._request(extra)
+        transform, invocation = self.given.transform_request, self.given.invocation
+        if transform is None or invocation is None:
+            return request
+        changed = transform(request, invocation)
+        if not isinstance(changed, ChatRequest):
+            raise ConfigurationError(
+                f"chat_request_transformer returns a ChatRequest, got {changed!r}"
+            )
+        return changed
+
+    def _request(self, extra: Sequence[ChatMessage]) -> ChatRequest:
         return ChatRequest(
             [*self.messages, *extra],
             tools=self.specs,

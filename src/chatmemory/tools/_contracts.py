@@ -9,12 +9,12 @@ The service's strategies decide what the model hears about either.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal, Protocol, TypeAlias, runtime_checkable
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from .._errors import ChatMemoryError, ConfigurationError
-from .._messages import Content
+from .._messages import Content, UserMessage
 from ..models import ToolSpecification
 
 __all__ = [
@@ -72,11 +72,15 @@ _NO_LIMITS = ToolLimits()
 
 @dataclass(frozen=True, slots=True)
 class ToolContext:
-    """What a tool may know about the call that runs it: its memory id, and the user's id when
-    the service method has a parameter marked `UserId`."""
+    """What a tool may know about the call that runs it: its memory id, the user's id when the
+    service method has a parameter marked `UserId`, the call's user message, and the
+    invocation parameters the caller passed (`InvocationParameters`). A tool provider gets it
+    too; an `@tool` function gets it in a parameter typed `ToolContext`."""
 
     memory_id: str
     user_id: str | None = None
+    user_message: UserMessage | None = None
+    parameters: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

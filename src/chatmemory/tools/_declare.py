@@ -14,8 +14,9 @@ description) in the schema and enforces them. A parameter with a default or type
 not required; ``null`` for a parameter with a default means the default (unless its type takes
 ``None``). Arguments the function does not take are refused (``additionalProperties: false``),
 unless the tool says ``extra_arguments="ignore"``. Numbers reach a `Decimal` parameter exactly as
-the model wrote them. A parameter typed `ToolMemoryId` receives the service's memory id and is not
-shown to the model. Everything is worked out once per declaration, on first use.
+the model wrote them. A parameter typed `ToolContext` receives the call's context (memory id, user
+id, user message, invocation parameters), one typed `ToolMemoryId` the service's memory id; neither
+is shown to the model. Everything is worked out once per declaration, on first use.
 """
 
 from __future__ import annotations
@@ -292,6 +293,9 @@ class _Parameter:
     memory_id: bool
     has_default: bool
     default: Any
+    context: bool = False
+    """Typed `ToolContext`: receives the call's context (memory id, user, invocation
+    parameters), not shown to the model."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -373,6 +377,9 @@ def _compile(function: Callable[..., Any], declared: ToolDeclaration, bound: boo
     parameters: list[_Parameter] = []
     for index, parameter in enumerate(listed):
         field = f"p{index}"
+        if _split(hints.get(parameter.name, Any))[0] is ToolContext:
+            parameters.append(_Parameter(parameter.name, field, False, False, None, context=True))
+            continue
         spec = _field(parameter, hints.get(parameter.name, Any), described, where)
         if spec is None:
             parameters.append(_Parameter(parameter.name, field, True, False, None))
@@ -632,7 +639,9 @@ class FunctionTool:
             raise ToolArgumentsError(_explain(error), tool=name, arguments=arguments) from None
         kwargs: dict[str, Any] = {}
         for parameter in self._compiled.parameters:
-            if parameter.memory_id:
+            if parameter.context:
+                kwargs[parameter.name] = context
+            elif parameter.memory_id:
                 kwargs[parameter.name] = context.memory_id
             else:
                 kwargs[parameter.name] = _plain(getattr(validated, parameter.field))
