@@ -146,7 +146,7 @@ def test_demo_messages_keep_changing_over_cycles(tmp_path: Path) -> None:
 
 
 def test_demo_budget_model_and_db_options(tmp_path: Path, home: Path) -> None:
-    path = tmp_path / "other" / "demo.db"
+    path = tmp_path / "demo.db"
     output = run("demo", "--db", path, "--max-tokens", "150", "--turns", "3").output
     assert path.exists()
     assert not (home / "chatmemory.db").exists()
@@ -467,6 +467,9 @@ def _round_trip(store_args: list[str], alice_jsonl: Path, db: Path) -> None:
     assert messages_from_json(exported) == [m for _, m, _ in stored(db)["demo:alice"]]
     window = run("history", *store_args, "show", "demo:alice").output
     assert "11 messages in the window, 14 in the history" in window
+    found = run("history", *store_args, "search", "hotel").output
+    assert found.startswith("1 message(s) hold 'hotel'")
+    assert re.search(r"\ndemo:alice +5 .* user +My hotel is 90 euros a night", found)
     run("history", *store_args, "clear", "demo:alice", "--yes")
     assert "no conversations stored" in run("history", *store_args, "list").output
 
@@ -800,3 +803,60 @@ def test_a_lone_surrogate_is_printed_as_a_replacement_character(home: Path, tmp_
         stdin="/history\n",
     )
     assert "hi \ufffd lone" in out
+
+
+# --- a typo in --db creates nothing: reads never create, writes create no directory -------------
+
+_OFFLINE_MODEL = ["--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--max-retries", "0"]
+_READS = {
+    "history list": ["history", "list"],
+    "history show": ["history", "show", "x"],
+    "history show --all": ["history", "show", "x", "--all"],
+    "history export": ["history", "export", "x"],
+    "history search": ["history", "search", "word"],
+    "history clear": ["history", "clear", "x", "--yes"],
+    "history repair": ["history", "repair", "x"],
+    "ask": ["ask", "what?"],
+}
+_WRITES = {
+    "chat": ["chat", *_OFFLINE_MODEL],
+    "chat -m": ["chat", *_OFFLINE_MODEL, "-m", "hi"],
+    "prompt": ["prompt", *_OFFLINE_MODEL, "hi"],
+    "history import": ["history", "import", "-", "--id", "x"],
+    "demo": ["demo", "--turns", "1"],
+    "ingest": ["ingest", "."],
+}
+
+
+@pytest.mark.parametrize("name", _READS)
+def test_a_read_creates_no_file_and_no_directory(name: str, tmp_path: Path, home: Path) -> None:
+    typo = tmp_path / "typo" / "typo.db"
+    result = run(*_READS[name], "--db", typo, code=1)
+    assert f"no such file: {typo}" in result.output
+    assert not typo.parent.exists()
+    beside = tmp_path / "typo.db"
+    run(*_READS[name], "--db", beside, code=1)
+    assert not beside.exists()
+    assert not home.exists()
+
+
+@pytest.mark.parametrize("name", _WRITES)
+def test_a_write_creates_the_file_but_no_directory(name: str, tmp_path: Path, home: Path) -> None:
+    typo = tmp_path / "typo" / "typo.db"
+    message = '[{"type": "USER", "contents": [{"type": "TEXT", "text": "hi"}]}]'
+    result = run(*_WRITES[name], "--db", typo, input=message, code=1)
+    assert f"no such directory: {tmp_path / 'typo'} (for --db {typo})" in result.output
+    assert not typo.parent.exists()
+    assert not home.exists()
+
+
+def test_a_data_directory_that_cannot_be_made_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "a file"
+    blocker.write_text("")
+    monkeypatch.setenv("CHATMEMORY_HOME", str(blocker / "home"))
+    message = '[{"type": "USER", "contents": [{"type": "TEXT", "text": "hi"}]}]'
+    result = run("history", "import", "-", "--id", "x", input=message, code=1)
+    assert f"cannot create the data directory {blocker / 'home'}: " in result.output
+    assert "set $CHATMEMORY_HOME to a directory you can write" in result.output

@@ -76,6 +76,7 @@ COMMANDS: dict[str, tuple[list[str], str | None]] = {
     "history postgres": (["history", "list", "--postgres-dsn", "postgresql://x/y"], "postgres"),
     "demo": (["demo", "--turns", "1"], None),
     "history list": (["history", "list"], None),
+    "history search": (["history", "search", "word"], None),
     "tokens": (["tokens"], None),
 }
 

@@ -227,3 +227,34 @@ def test_postgres_without_pgvector_fails_at_once_with_a_sentence(
     out = run("ingest", docs, *dsn, code=1).output  # nothing listens there: said at once
     assert "cannot use PostgreSQL at --postgres-dsn" in out
     assert time.monotonic() - started < 15
+
+
+def test_ask_prints_the_answer_as_it_streams(docs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+    import sys
+    from collections.abc import Iterator
+    from typing import cast
+
+    from chatmemory._cli import chat_model
+    from chatmemory.models import ChatRequest, StreamEvent
+    from chatmemory.testing import ScriptedChatModel
+
+    printed: list[bytes] = []  # stdout as each piece of the answer leaves the model
+
+    class Watched(ScriptedChatModel):
+        def stream(self, request: ChatRequest, /) -> Iterator[StreamEvent]:
+            for event in super().stream(request):
+                sys.stdout.flush()
+                printed.append(cast(io.BytesIO, sys.stdout.buffer).getvalue())
+                yield event
+
+    model = Watched(["Refunds take five business days."])
+    monkeypatch.setattr(chat_model, "make_model", lambda *_: (model, "openai", "m"))
+    run("ingest", docs)
+    out = run("ask", "How long do refunds take?", "--base-url", "http://127.0.0.1:9/v1").output
+    assert out == "Refunds take five business days.\n"
+    answer = out.rstrip("\n").encode()
+    assert all(answer.startswith(p) for p in printed)
+    streamed = [p for p in printed if 0 < len(p) < len(answer)]
+    assert len(streamed) >= 3  # words were out while the model was still making the next ones
+    assert "five business days" in model.requests[0].messages[-1].text  # type: ignore[union-attr,operator]

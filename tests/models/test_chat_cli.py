@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from chatmemory import AiMessage, SystemMessage, UserMessage
+from chatmemory import AiMessage, OpenAiTokenCountEstimator, SystemMessage, UserMessage
 from chatmemory._cli.app import cli
 from chatmemory.stores import SqliteChatMemoryStore
 
@@ -260,3 +260,139 @@ def test_a_slow_server_is_waited_for_timeout_seconds_once(
     assert "did not answer in time" in result.output
     assert "raise --timeout" in result.output
     assert len(server.requests) == 1  # --max-retries (2) does not send it again
+
+
+def invoke_chat(server: FakeServer, db: Path, *args: str, input: str = "") -> Any:
+    """`chatmemory chat` in this process, stdin piped (not a terminal)."""
+    where = ["--base-url", f"{server.url}/v1", "--db", str(db)]
+    return CliRunner().invoke(cli, ["chat", *where, *args], input=input)
+
+
+def test_chat_m_answers_once_and_f_reads_a_file_or_stdin(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    db = tmp_path / "c.db"
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Notes\nAda wrote code.\n", encoding="utf-8")
+    server.reply(answer("Hi."), answer("Summary."), answer("From stdin."), answer("Both."))
+    first = invoke_chat(server, db, "-m", "hello", "--system", "Be brief.")
+    assert (first.exit_code, first.output) == (0, "Hi.\n")  # no banner, no prompt: one answer
+    assert server.requests[-1].body["messages"][0] == {"role": "system", "content": "Be brief."}
+    assert invoke_chat(server, db, "-f", str(notes), "-m", "summarize").output == "Summary.\n"
+    assert server.requests[-1].body["messages"][-1]["content"] == (
+        "# Notes\nAda wrote code.\n\nsummarize"
+    )
+    assert invoke_chat(server, db, "-f", "-", input="piped text\n").output == "From stdin.\n"
+    assert server.requests[-1].body["messages"][-1]["content"] == "piped text"
+    piped = invoke_chat(server, db, "-m", "and this", input="piped first\n")
+    assert piped.output == "Both.\n"
+    assert server.requests[-1].body["messages"][-1]["content"] == "piped first\n\nand this"
+    with SqliteChatMemoryStore(db) as store:
+        assert len(store.get_messages("chat")) == 9  # every exchange stored, one conversation
+    empty = invoke_chat(server, db, "-m", "  ")
+    assert empty.exit_code == 2
+    assert "nothing to send: -m and -f gave no text" in empty.output
+
+
+def test_a_message_larger_than_the_window_is_refused_before_it_is_sent(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    long = "word " * 200
+    size = OpenAiTokenCountEstimator("gpt-4o-mini").count_message(UserMessage(long.strip()))
+    assert size > 100
+    result = invoke_chat(server, tmp_path / "c.db", "--max-tokens", "100", input=f"{long}\n/exit\n")
+    assert result.exit_code == 0
+    assert (
+        f"error: this message is {size} tokens, more than the window holds (--max-tokens 100): "
+        "raise --max-tokens, or send less"
+    ) in result.output
+    once = invoke_chat(server, tmp_path / "c.db", "--max-tokens", "100", "-m", long)
+    assert once.exit_code == 1
+    assert f"Error: this message is {size} tokens" in once.output
+    assert server.requests == []
+
+
+def test_edit_sends_nothing_when_nothing_is_written_or_no_editor_starts(
+    server: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("VISUAL", raising=False)
+    monkeypatch.setenv("EDITOR", "true")  # leaves the file as it was
+    result = invoke_chat(server, tmp_path / "c.db", input="/edit\n/edit draft\n/exit\n")
+    assert result.output.count("nothing written: nothing sent") == 2
+    monkeypatch.setenv("EDITOR", str(tmp_path / "no-such-editor"))
+    failed = invoke_chat(server, tmp_path / "c.db", input="/edit\n/exit\n")
+    assert failed.exit_code == 0
+    assert "/edit: " in failed.output
+    assert "Editing failed" in failed.output
+    assert server.requests == []
+
+
+def test_an_answer_without_text_is_said(server: FakeServer, tmp_path: Path) -> None:
+    server.reply(answer())
+    result = invoke_chat(server, tmp_path / "c.db", "-m", "hi")
+    assert result.output == "(the model answered with no text)\n"
+
+
+def test_the_in_process_session_edits_interrupts_and_ends_at_eof(
+    server: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chatmemory._cli import chat as chat_command
+    from chatmemory.testing import ScriptedChatModel
+
+    def model(request: Any) -> str:
+        last = request.messages[-1].text
+        if last == "interrupt me":
+            raise KeyboardInterrupt  # as Ctrl-C during the answer
+        return f"echo: {last}"
+
+    scripted = ScriptedChatModel(model)
+    monkeypatch.setattr(chat_command, "make_model", lambda *_: (scripted, "openai", "gpt-4o"))
+    editor = tmp_path / "editor.py"
+    editor.write_text(
+        "import sys\nopen(sys.argv[1], 'w').write('written in the editor\\n')\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("EDITOR", f"{sys.executable} {editor}")
+    monkeypatch.delenv("VISUAL", raising=False)
+    db = tmp_path / "c.db"
+    lines = ["/history", "/system", "/edit", "interrupt me", "after"]  # then EOF: no /exit
+    result = invoke_chat(server, db, input="\n".join(lines) + "\n")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "nothing said yet" in out
+    assert "/system needs the text" in out
+    assert "you (from the editor, 21 characters)> written in the editor" in out
+    assert "echo: written in the editor" in out
+    assert "(interrupted: this exchange is not kept)" in out
+    assert "echo: after" in out
+    with SqliteChatMemoryStore(db) as store:
+        assert [m.text for m in store.get_messages("chat")] == [  # type: ignore[union-attr]
+            "written in the editor",
+            "echo: written in the editor",
+            "after",
+            "echo: after",
+        ]
+
+
+def test_prompt_in_process_continues_the_last_prompt_and_sets_a_system_message(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    db = tmp_path / "p.db"
+    where = ["--base-url", f"{server.url}/v1", "--db", str(db)]
+    server.reply(answer("One."), answer("Two."), answer("Chat."))
+    runner = CliRunner()
+    first = runner.invoke(cli, ["prompt", *where, "--system", "Be brief.", "first"])
+    assert first.output == "One.\n"
+    assert runner.invoke(cli, ["prompt", *where, "-c", "second"]).output == "Two.\n"
+    assert [m["content"] for m in server.requests[1].body["messages"]] == [
+        "Be brief.",
+        "first",
+        "One.",
+        "second",
+    ]
+    chat_id = runner.invoke(cli, ["prompt", *where, "--memory-id", "chat", "hi"])
+    assert chat_id.output == "Chat.\n"
+    assert len(server.requests[2].body["messages"]) == 1  # its own conversation, not the last
+    empty = runner.invoke(cli, ["prompt", *where, "  "])
+    assert empty.exit_code == 2
+    assert "nothing to ask: give TEXT, or pipe text on stdin" in empty.output

@@ -3,13 +3,14 @@ from the passages retrieval injected into the question."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from click.testing import CliRunner
 
 from chatmemory._cli.app import cli
 
-from .fake_server import FakeServer
+from .fake_server import FakeServer, Reply
 from .test_chat_cli import answer
 
 
@@ -30,3 +31,27 @@ def test_ask_answers_from_the_ingested_passages(server: FakeServer, tmp_path: Pa
     sent = request.body["messages"][-1]["content"]
     assert sent.startswith("How long do refunds take?")
     assert "Refunds take five business days." in sent
+
+
+def test_a_slow_chat_server_is_waited_for_timeout_seconds_once(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "refunds.md").write_text("Refunds take five business days.", encoding="utf-8")
+    db = str(tmp_path / "rag.db")
+    runner = CliRunner()
+    assert runner.invoke(cli, ["ingest", str(docs), "--db", db]).exit_code == 0
+
+    class Slow(Reply):
+        def encode(self) -> tuple[bytes, str]:
+            time.sleep(0.8)
+            return super().encode()
+
+    server.reply(Slow(body={}))
+    options = ["--db", db, "--base-url", f"{server.url}/v1", "--timeout", "0.3"]
+    result = runner.invoke(cli, ["ask", "How long do refunds take?", *options])
+    assert result.exit_code == 1
+    assert "did not answer in time" in result.output
+    assert "raise --timeout" in result.output
+    assert len(server.requests) == 1  # --max-retries (2) does not send it again

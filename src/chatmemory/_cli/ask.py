@@ -12,7 +12,7 @@ from ..rag import Content, DocumentKey, EmbeddingModel, HybridContentRetriever, 
 from ..rag._ingest import model_label
 from ..services import TokenStream
 from .base import console
-from .chat import model_call_options
+from .chat_model import model_call_options
 from .embeddings import (
     EMBEDDING_KINDS,
     deprecated,
@@ -74,7 +74,7 @@ def ask(
     answering = bool(os.environ.get("OPENAI_API_KEY")) or base_url is not None
     chat = None
     if answering:
-        from .chat import make_model
+        from .chat_model import make_model
 
         chat, _, _ = make_model("openai", model, base_url, timeout, max_retries)
     with open_embedding_store(store_kind, db, postgres_dsn, table, embedder, "read") as store:
@@ -86,7 +86,7 @@ def ask(
             click.echo("nothing ingested matches the question (try `chatmemory ingest PATH`)")
             return
         if chat is not None:
-            _answer(chat, retriever, question)
+            _answer(chat, _Found(found), question)
         if show_sources or chat is None:
             if chat is None:
                 click.echo("no chat model configured: the passages retrieval found are")
@@ -122,14 +122,23 @@ def _models(
     return model, make_embedding_model(choice, embedding_base_url)
 
 
-def _answer(chat: StreamingChatModel, retriever: HybridContentRetriever, question: str) -> None:
+class _Found:
+    """A content retriever that gives what was already found: the passages retrieval found
+    (under the "retrieving…" spinner) are the ones the model is given, retrieved once."""
+
+    def __init__(self, found: list[Content]) -> None:
+        self._found = found
+
+    def retrieve(self, query: Query) -> list[Content]:
+        return self._found
+
+
+def _answer(chat: StreamingChatModel, found: _Found, question: str) -> None:
     """The answer, printed as it streams; a spinner until its first words."""
     from ..services import ai_service
 
-    answerer: _Answerer = ai_service(
-        _Answerer, streaming_chat_model=chat, content_retriever=retriever
-    )
-    with console(stderr=True).status("retrieving and asking…") as status:
+    answerer: _Answerer = ai_service(_Answerer, streaming_chat_model=chat, content_retriever=found)
+    with console(stderr=True).status("asking the model…") as status:
         stream = answerer.answer(question).text()
         first = next(stream, "")
         status.stop()

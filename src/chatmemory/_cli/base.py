@@ -23,6 +23,7 @@ __all__ = [
     "ErrorHandlingGroup",
     "InputError",
     "console",
+    "db_to_write",
     "default_db",
     "estimator_options",
     "home_dir",
@@ -43,6 +44,28 @@ def home_dir() -> Path:
 def default_db() -> Path:
     """The embedded default store: `<home>/chatmemory.db` (its directory is not created here)."""
     return home_dir() / "chatmemory.db"
+
+
+def db_to_write(named: Path | None) -> Path:
+    """The database file a command that writes opens: the `--db` file (`named`), whose
+    directory must exist (a typo creates no directory tree), or the default file, whose data
+    directory is chatmemory's to make."""
+    if named is None:
+        path = default_db()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise click.ClickException(
+                f"cannot create the data directory {click.format_filename(path.parent)}: "
+                f"{error.strerror}; set ${HOME_ENV} to a directory you can write"
+            ) from None
+        return path
+    if not named.parent.is_dir():
+        raise click.ClickException(
+            f"no such directory: {click.format_filename(named.parent)} (for --db "
+            f"{click.format_filename(named)}); create it first, or fix the path"
+        )
+    return named
 
 
 class InputError(click.ClickException):

@@ -75,7 +75,7 @@ def demo(db: Path | None, max_tokens: int, model: str, encoding: str | None, tur
     estimator = make_estimator(model, encoding)
     path = db if db is not None else default_db()
     out = console()
-    with open_sqlite(path) as store:
+    with open_sqlite(db) as store:
         out.print(
             f"Scripted chats with tool calls (get_weather, calculator) for "
             f"{' and '.join(c.name for c in CONVERSATIONS)}.\n"

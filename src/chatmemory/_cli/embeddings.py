@@ -11,7 +11,7 @@ from typing import Any, Literal, TypeVar
 import click
 
 from ..rag import EmbeddingModel, HashingEmbeddingModel
-from .base import default_db
+from .base import db_to_write, default_db
 
 __all__ = [
     "EMBEDDING_KINDS",
@@ -135,13 +135,8 @@ def open_embedding_store(
             "nothing ingested yet (no database at "
             f"{click.format_filename(path)}): run `chatmemory ingest PATH` first"
         )
-    if db is None:
-        path.parent.mkdir(parents=True, exist_ok=True)  # the data directory is ours to make
-    elif not path.parent.is_dir():
-        raise click.ClickException(
-            f"no such directory: {click.format_filename(path.parent)} (for --db "
-            f"{click.format_filename(path)}); create it first, or fix the path"
-        )
+    if access == "create":
+        path = db_to_write(Path(db) if db is not None else None)
     with SqliteEmbeddingStore(path, table=table) as store:
         yield store
 

@@ -1,4 +1,5 @@
-"""`chatmemory history ...`: list, show, export, import and clear stored conversations."""
+"""`chatmemory history ...`: list, show, search, export, import and clear stored
+conversations."""
 
 from __future__ import annotations
 
@@ -14,8 +15,18 @@ from .._codec.langchain4j import messages_to_json
 from .._contracts import HistoryEntry, NewMessage
 from .._errors import StoreError
 from .base import F, console, read_input
-from .render import Row, format_time, message_lines, message_table, n_messages
+from .render import (
+    Row,
+    format_time,
+    full_text,
+    message_lines,
+    message_table,
+    n_messages,
+    printable,
+    role,
+)
 from .stores import Store, StoreSpec, store_options
+from .transcript import find, json_records, markdown_lines, snippet, terms_of
 from .transfer import export_jsonl, parse_import
 
 __all__ = ["history"]
@@ -92,6 +103,16 @@ def list_(spec: StoreSpec) -> None:
     help="Show what semantic recall brings back for QUERY (the hashing model; nothing is written).",
 )
 @click.option("--top-k", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--full", is_flag=True, help="Print each message whole, not cut to one line.")
+@click.option(
+    "--format",
+    "format_",
+    type=click.Choice(["table", "markdown", "json"]),
+    default="table",
+    show_default=True,
+    help="markdown: a heading and the whole text per message; json: an array of records "
+    "(seq, created_at, in_window, role, text, message).",
+)
 @click.pass_obj
 @_here
 def show(
@@ -101,12 +122,15 @@ def show(
     skip_unreadable: bool,
     recall_query: str | None,
     top_k: int,
+    full: bool,
+    format_: str,
 ) -> None:
     """Show a conversation's window, or its whole history.
 
     The window of MEMORY_ID is what a memory sends the model; --all shows every message ever
-    added, with ● on those still in the window. --recall QUERY shows the past messages out of
-    the window that semantic recall would bring back, with their scores.
+    added, with ● on those still in the window. The table cuts each message to one line unless
+    --full; --format markdown or json print them whole. --recall QUERY shows the past messages
+    out of the window that semantic recall would bring back, with their scores.
     """
     if recall_query is not None:
         with spec.open("read") as store:
@@ -121,6 +145,12 @@ def show(
             else:
                 store.load_window(memory_id)  # raises if one is in the window
     window = entries if show_all else [e for e in entries if e.in_window]
+    if format_ == "json":
+        click.echo(json_records((memory_id, e) for e in window))
+        return
+    if format_ == "markdown":
+        _echo_lines(markdown_lines(memory_id, window, marked=show_all))
+        return
     in_window = sum(e.in_window for e in entries) if show_all else len(window)
     out = console()
     skipped = f" ({unreadable} unreadable, not shown)" if unreadable else ""
@@ -133,9 +163,78 @@ def show(
         for e in window
     )
     if len(window) <= _ONE_TABLE:
-        out.print(message_table(list(rows)))
+        out.print(message_table(list(rows), full=full))
     else:  # streamed: lines show as they are made, none waits for the widest one
-        _echo_lines(message_lines(rows, out.width))
+        _echo_lines(message_lines(rows, out.width, full=full))
+
+
+@history.command()
+@click.argument("query")
+@click.option(
+    "--memory-id",
+    "memory_ids",
+    multiple=True,
+    metavar="ID",
+    help="Search this conversation only (repeat for several).",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=50,
+    show_default=True,
+    help="Show this many hits, the newest.",
+)
+@click.option(
+    "--format",
+    "format_",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="json: an array of records, the messages whole (as `history show --format json`).",
+)
+@click.pass_obj
+@_here
+def search(
+    spec: StoreSpec, query: str, memory_ids: tuple[str, ...], limit: int, format_: str
+) -> None:
+    """Find the stored messages that hold every word of QUERY (any case; "quoted words" as
+    one phrase), in every conversation, newest first, with the conversation and date of each.
+
+    Every message of the history is searched, in the window or not, as `history show --full`
+    prints it (tool calls and results too). The stores keep no full-text index of chat
+    messages, so this reads them all; rows that cannot be read are passed over.
+    """
+    terms = terms_of(query)
+    if not terms:
+        raise click.BadParameter("is empty", param_hint="QUERY")
+    with spec.open("read") as store:
+        ids = list(memory_ids) or store.memory_ids()
+        hits = find(((i, store.history(i, errors="skip")) for i in ids), terms)
+    shown = hits[:limit]
+    if format_ == "json":
+        click.echo(json_records((hit.memory_id, hit.entry) for hit in shown))
+        return
+    if not hits:
+        click.echo(f"no stored message holds {query!r} in {spec.describe()}")
+        return
+    out = console()
+    more = f", the newest {limit} shown (--limit)" if len(hits) > limit else ""
+    out.print(f"{len(hits)} message(s) hold {query!r}{more}", soft_wrap=True)
+    table = Table(box=None, pad_edge=False, show_edge=False)
+    for column in ("memory id", "seq", "time", "role"):
+        table.add_column(column, no_wrap=True, justify="right" if column == "seq" else "left")
+    table.add_column("message", no_wrap=True, overflow="ellipsis")
+    room = max(20, out.width - 45)
+    for hit in shown:
+        text = full_text(hit.entry.message)
+        table.add_row(
+            Text(printable(hit.memory_id)),
+            str(hit.entry.seq),
+            Text(format_time(hit.entry.created_at), style="dim"),
+            role(hit.entry.message),
+            snippet(text, terms, room),
+        )
+    out.print(table)
 
 
 def _show_recall(store: Any, memory_id: str, query: str, top_k: int) -> None:

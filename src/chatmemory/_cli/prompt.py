@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 from datetime import datetime, timezone
 from typing import Any
 
 import click
 
-from .._memory.window import TokenWindowChatMemory
 from .._messages import SystemMessage
-from .chat import Session, estimator_for, make_model, model_call_options
+from .chat_model import estimator_for, make_model, model_call_options
+from .session import Session, one_shot_text
 from .stores import StoreSpec, store_options
 
 __all__ = ["prompt"]
@@ -65,8 +64,7 @@ def prompt(
     """Ask TEXT once and print the answer as it streams; the exchange is stored. Text piped on
     stdin comes before TEXT (`cat notes.md | chatmemory prompt "summarize"`); -c continues the
     last conversation started here."""
-    piped = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()
-    question = "\n\n".join(part.strip() for part in (piped, text or "") if part.strip())
+    question = one_shot_text(text)
     if not question:
         raise click.UsageError("nothing to ask: give TEXT, or pipe text on stdin")
     chat_model, _, name = make_model(provider, model, base_url, timeout, max_retries)
@@ -76,10 +74,7 @@ def prompt(
         if memory_id is None:
             last = _last_conversation(store.memory_ids()) if continue_ else None
             memory_id = last or _new_conversation()
-        memory = TokenWindowChatMemory(
-            max_tokens=max_tokens, estimator=estimator, id=memory_id, store=store
-        )
+        session = Session.start(chat_model, store, memory_id, estimator, max_tokens)
         if system_text:
-            memory.add(SystemMessage(system_text))
-        session = Session(memory, store, chat_model, estimator, max_tokens, click.echo)
+            session.memory.add(SystemMessage(system_text))
         session.turn(question)

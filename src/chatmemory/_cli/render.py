@@ -31,6 +31,7 @@ __all__ = [
     "Row",
     "contents_text",
     "format_time",
+    "full_text",
     "message_lines",
     "message_table",
     "n_messages",
@@ -62,24 +63,29 @@ def role(message: ChatMessage) -> str:
 
 def summary(message: ChatMessage) -> str:
     """The message on one line: its text, its tool calls (→) or its tool result (←)."""
+    return printable(" ".join(_text(message).split()))
+
+
+def full_text(message: ChatMessage) -> str:
+    """The message as `summary` says it, whole: its lines and spacing kept."""
+    return printable(_text(message))
+
+
+def _text(message: ChatMessage) -> str:
     if isinstance(message, SystemMessage):
-        text = message.text
-    elif isinstance(message, UserMessage):
+        return message.text
+    if isinstance(message, UserMessage):
         text = contents_text(message.contents)
-        if message.name is not None:
-            text = f"{message.name}: {text}"
-    elif isinstance(message, AiMessage):
+        return text if message.name is None else f"{message.name}: {text}"
+    if isinstance(message, AiMessage):
         parts = [message.text] if message.text else []
         parts += [f"→ {c.name}({c.arguments})" for c in message.tool_execution_requests]
-        text = " · ".join(parts) if parts else "(empty)"
-    elif isinstance(message, ToolExecutionResultMessage):
+        return " · ".join(parts) if parts else "(empty)"
+    if isinstance(message, ToolExecutionResultMessage):
         error = " (error)" if message.is_error else ""
-        name = message.tool_name or "?"
-        text = f"← {name}{error}: {contents_text(message.contents)}"
-    else:
-        assert isinstance(message, CustomMessage)
-        text = json.dumps(thaw(message.attributes), ensure_ascii=False, default=str)
-    return printable(" ".join(text.split()))
+        return f"← {message.tool_name or '?'}{error}: {contents_text(message.contents)}"
+    assert isinstance(message, CustomMessage)
+    return json.dumps(thaw(message.attributes), ensure_ascii=False, default=str)
 
 
 _SURROGATES = re.compile("[\ud800-\udfff]")
@@ -111,8 +117,9 @@ class Row:
     mark: str | None = None
 
 
-def message_table(rows: Sequence[Row], *, title: str | None = None) -> Table:
-    """A table of messages, one line each (long text is cut with an ellipsis)."""
+def message_table(rows: Sequence[Row], *, title: str | None = None, full: bool = False) -> Table:
+    """A table of messages, one line each (long text is cut with an ellipsis), or with each
+    message whole (`full`: its lines kept, wrapped to the terminal)."""
     table = Table(title=title, title_justify="left", box=None, pad_edge=False, show_edge=False)
     has = {
         name: any(getattr(r, name) is not None for r in rows)
@@ -142,28 +149,35 @@ def message_table(rows: Sequence[Row], *, title: str | None = None) -> Table:
         cells.append(Text(kind, style=_ROLE_STYLES.get(kind, "")))
         if has["tokens"]:
             cells.append(Text("" if row.tokens is None else str(row.tokens)))
-        cells.append(Text(summary(row.message), no_wrap=True, overflow="ellipsis"))
+        cells.append(_message_cell(row.message, full))
         if has["in_window"]:
             cells.append(Text("●" if row.in_window else "", style="green"))
         table.add_row(*cells, style="dim" if row.in_window is False else None)
     return table
 
 
-def message_lines(rows: Iterable[Row], width: int = 100) -> Iterator[str]:
+def _message_cell(message: ChatMessage, full: bool) -> Text:
+    if full:
+        return Text(full_text(message), overflow="fold")
+    return Text(summary(message), no_wrap=True, overflow="ellipsis")
+
+
+def message_lines(rows: Iterable[Row], width: int = 100, *, full: bool = False) -> Iterator[str]:
     """The rows as plain lines, one at a time: for outputs too long to lay out as one table
-    (a table measures every row before printing the first)."""
+    (a table measures every row before printing the first). Text longer than `width` is cut
+    unless `full`, which keeps it whole (and its lines)."""
     for row in rows:
         seq = "" if row.seq is None else str(row.seq)
         when = format_time(row.created_at) if row.created_at is not None else ""
         mark = " ●" if row.in_window else ""
-        text = summary(row.message)
+        text = full_text(row.message) if full else summary(row.message)
         head = (
             f"{seq:>7}  {when}  {role(row.message):<6}  "
             if when
             else f"{seq:>7}  {role(row.message):<6}  "
         )
         room = max(20, width - len(head) - len(mark))
-        yield head + (text if len(text) <= room else text[: room - 1] + "…") + mark
+        yield head + (text if full or len(text) <= room else text[: room - 1] + "…") + mark
 
 
 def format_time(when: datetime | None) -> str:

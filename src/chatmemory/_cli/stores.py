@@ -18,7 +18,7 @@ import click
 
 from .._contracts import HistoryStore, WindowStore
 from ..stores.in_memory import InMemoryChatMemoryStore
-from .base import F, default_db
+from .base import F, db_to_write, default_db
 
 __all__ = ["Access", "Store", "StoreSpec", "db_option", "open_sqlite", "store_options"]
 
@@ -103,9 +103,10 @@ class StoreSpec:
 
         A SQLite file is opened as the command needs it: "read" opens it read-only (nothing in
         it changes); "change" writes only to a chatmemory database already there, so another
-        application's file is refused as it is; "create" makes the file and its directory when
-        missing. For "read" and "change" a missing default file is an empty store and a missing
-        file named with --db is an error: neither is created.
+        application's file is refused as it is; "create" makes the file when missing (and the
+        data directory for the default file, never the directory of a --db file). For "read"
+        and "change" a missing default file is an empty store and a missing file named with
+        --db is an error: neither is created.
         """
         if self.redis_url is not None:
             with _redis(self.redis_url, self.prefix) as store:
@@ -114,7 +115,7 @@ class StoreSpec:
             with _postgres(self.postgres_dsn, self.schema, self.table) as store:
                 yield store
         elif access == "create":
-            with open_sqlite(self.sqlite_path) as store:
+            with open_sqlite(self.db) as store:
                 yield store
         elif not self.sqlite_path.exists():
             if self.db is not None:
@@ -130,17 +131,12 @@ class StoreSpec:
                 yield store
 
 
-def open_sqlite(path: Path) -> contextlib.AbstractContextManager[Store]:
-    """The SQLite store at `path`, creating the file and its directory on first use."""
+def open_sqlite(named: Path | None) -> contextlib.AbstractContextManager[Store]:
+    """The SQLite store a command writes to: the `--db` file (`named`), created when missing
+    but never its directory, or the default file in the data directory (made when missing)."""
     from ..stores.sqlite import SqliteChatMemoryStore
 
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise click.ClickException(
-            f"cannot create the directory of {click.format_filename(path)}: {error.strerror}"
-        ) from None
-    return SqliteChatMemoryStore(path)
+    return SqliteChatMemoryStore(db_to_write(named))
 
 
 _REDIS_SCHEMES = ("redis", "rediss", "unix")

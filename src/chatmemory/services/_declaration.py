@@ -27,6 +27,7 @@ from .._messages import (
     VideoContent,
 )
 from .._prompts import _BUILT_INS, Clock, PromptTemplate
+from .._typing import is_union
 from ..models import ChatParameters, ChatResponse
 from ..models._values import ToolChoice
 from ._invocation import InvocationParameters
@@ -374,9 +375,7 @@ def _read_param(where: str, name: str, hint: object) -> Param:
         return Param(name, Role.CONTENTS, variable)
     for kind, role in ((ChatParameters, Role.PARAMETERS), (InvocationParameters, Role.INVOCATION)):
         if base is kind or (
-            get_origin(base) in (typing.Union, _union_type())
-            and kind in get_args(base)
-            and set(get_args(base)) <= {kind, type(None)}
+            is_union(base) and kind in get_args(base) and set(get_args(base)) <= {kind, type(None)}
         ):
             return Param(name, role, variable)
     return Param(name, Role.VARIABLE, variable, bool(renames))
@@ -398,17 +397,11 @@ def _is_content_union(annotation: object) -> bool:
     args = [a for a in get_args(annotation) if a is not type(None)]
     return (
         bool(args)
-        and get_origin(annotation) in (typing.Union, _union_type())
+        and is_union(annotation)
         and all(
             (isinstance(a, type) and issubclass(a, CONTENT_TYPES)) or _is_contents(a) for a in args
         )
     )
-
-
-def _union_type() -> object:
-    import types
-
-    return getattr(types, "UnionType", typing.Union)
 
 
 def _user_message(

@@ -22,7 +22,6 @@ import dataclasses
 import enum
 import functools
 import json
-import types
 import typing
 import uuid
 from collections.abc import Callable
@@ -38,6 +37,7 @@ from typing_extensions import is_typeddict
 from .._errors import ConfigurationError, OutputParsingError, shorten
 from .._json_schema import response_schema
 from .._messages import AiMessage
+from .._typing import is_optional, is_union
 from ..models import ChatResponse, ResponseFormat
 from ._output_text import bare, bare_fence, json_candidates, line_items
 
@@ -45,7 +45,6 @@ __all__ = ["OutputSpec", "output_spec"]
 
 T = TypeVar("T")
 
-_UNIONS = (typing.Union, types.UnionType)
 _COLLECTIONS = (list, set, frozenset)
 _PREFIX = "\nYou must answer strictly in the following format: "
 _JSON_PREFIX = "\nYou must answer strictly in the following JSON format: "
@@ -237,7 +236,7 @@ def _display(annotation: object) -> str:
         return _display(args[0])
     if origin is Literal:
         return f"Literal[{', '.join(map(repr, args))}]"
-    if origin in _UNIONS:
+    if is_union(annotation):
         return " | ".join(map(_display, args))
     if isinstance(annotation, list):  # the parameters of a Callable
         return f"[{', '.join(map(_display, annotation))}]"
@@ -322,7 +321,7 @@ def _check(annotation: object, *, top: bool = False) -> None:
     if origin is Annotated:
         _check(get_args(annotation)[0], top=top)
         return
-    if origin in _UNIONS or origin in _COLLECTIONS or origin in (dict, tuple):
+    if is_union(annotation) or origin in _COLLECTIONS or origin in (dict, tuple):
         for arg in get_args(annotation)[1 if origin is dict else 0 :]:
             if arg is not Ellipsis:
                 _check(arg)
@@ -355,7 +354,7 @@ def _lenient(annotation: object) -> object:
         return Annotated[annotation, BeforeValidator(_LiteralAnyCase(get_args(annotation)))]
     if origin in _COLLECTIONS:
         return origin[_lenient(get_args(annotation)[0])]
-    if origin in _UNIONS:
+    if is_union(annotation):
         return typing.Union[tuple(_lenient(a) for a in get_args(annotation))]  # noqa: UP007
     mend = _mender(annotation, {})
     return annotation if mend is None else Annotated[annotation, BeforeValidator(mend)]
@@ -392,7 +391,7 @@ def _build_mender(annotation: object, memo: dict[object, _Mend | None]) -> _Mend
         return _LiteralAnyCase(args)
     if annotation is int:
         return _integer
-    if origin in _UNIONS:
+    if is_union(annotation):
         menders = [m for m in (_mender(a, memo) for a in args) if m is not None]
         return functools.partial(_each, menders) if menders else None
     if origin in (*_COLLECTIONS, tuple):
@@ -519,7 +518,7 @@ def _non_null(annotation: object) -> list[object]:
 
 
 def _nullable(annotation: object) -> bool:
-    return get_origin(annotation) in _UNIONS and type(None) in get_args(annotation)
+    return is_optional(annotation)
 
 
 def _is_scalar(annotation: object) -> bool:

@@ -26,7 +26,6 @@ import functools
 import inspect
 import json
 import re
-import types
 import typing
 from collections.abc import Callable
 from typing import (
@@ -36,7 +35,6 @@ from typing import (
     NewType,
     TypeAlias,
     TypeVar,
-    Union,
     get_args,
     get_origin,
     overload,
@@ -58,6 +56,7 @@ from .._messages import (
     VideoContent,
 )
 from .._threads import in_thread, run_coroutine
+from .._typing import is_optional
 from ..models import ToolSpecification
 from ._contracts import (
     ReturnBehavior,
@@ -568,8 +567,7 @@ def _split(hint: Any) -> tuple[Any, tuple[Any, ...]]:
 
 
 def _is_optional(hint: Any) -> bool:
-    origin = get_origin(hint)
-    return (origin is Union or origin is types.UnionType) and type(None) in get_args(hint)
+    return is_optional(hint)
 
 
 class FunctionTool:
