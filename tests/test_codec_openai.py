@@ -356,9 +356,11 @@ WRITE_ERRORS: list[tuple[ChatMessage, str, str]] = [
         "ToolExecutionResultMessage(None, None, 'sunny')",
     ),
     (
-        ToolExecutionResultMessage("c", "plot", contents=[TextContent("x"), ImageContent(url="u")]),
-        "`contents[1]` is not text (ImageContent), but OpenAI tool messages hold text only",
-        "ImageContent(url='u'",
+        ToolExecutionResultMessage(
+            "c", "film", contents=[TextContent("x"), VideoContent(url="https://x/v.mp4")]
+        ),
+        "`contents[1]` is a video, which OpenAI chat completions cannot take",
+        "VideoContent(url='https://x/v.mp4'",
     ),
 ]
 
@@ -758,3 +760,52 @@ def test_any_input_reads_or_raises_serialization_error(value: Any) -> None:
         str(error).encode("utf-8")
         return
     assert isinstance(messages, list)
+
+
+def test_a_tool_results_media_follow_the_tool_messages_in_a_user_message() -> None:
+    calls = [ToolExecutionRequest("c1", "plot", "{}"), ToolExecutionRequest("c2", "add", "{}")]
+    image = ImageContent(url="https://x/p.png")
+    messages: list[ChatMessage] = [
+        UserMessage("Plot it"),
+        AiMessage(tool_execution_requests=calls),
+        ToolExecutionResultMessage("c1", "plot", contents=[TextContent("A plot."), image]),
+        ToolExecutionResultMessage("c2", "add", "3"),
+        AiMessage("Here."),
+        ToolExecutionResultMessage("c9", "pic", contents=[image]),
+    ]
+    written = to_openai(messages)
+    note = "(what else the tool returned follows in a user message naming the call c1)"
+    image_part = {"type": "image_url", "image_url": {"url": "https://x/p.png", "detail": "low"}}
+    assert written[2:] == [
+        {
+            "role": "tool",
+            "tool_call_id": "c1",
+            "content": [{"type": "text", "text": "A plot."}, {"type": "text", "text": note}],
+        },
+        {"role": "tool", "tool_call_id": "c2", "content": "3"},
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "What the tool call c1 returned:"}, image_part],
+        },
+        {"role": "assistant", "content": "Here."},
+        {
+            "role": "tool",
+            "tool_call_id": "c9",
+            "content": [{"type": "text", "text": note.replace("c1", "c9")}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "What the tool call c9 returned:"}, image_part],
+        },
+    ]
+
+
+def test_a_tool_result_of_several_texts_stays_one_tool_message() -> None:
+    result = ToolExecutionResultMessage("c", "t", contents=[TextContent("a"), TextContent("b")])
+    assert to_openai([result]) == [
+        {
+            "role": "tool",
+            "tool_call_id": "c",
+            "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+        }
+    ]

@@ -187,3 +187,17 @@ def test_a_name_found_nowhere_says_where_to_import_it() -> None:
 
     with pytest.raises(ConfigurationError, match=r"or where ai_service\(\.\.\.\) is called"):
         ai_service(Shop, chat_model=ScriptedChatModel(["x"]))
+
+
+Price = int  # the module's own name for what a price is
+
+
+def test_the_callers_names_never_shadow_the_declaring_modules() -> None:
+    class Shop(Protocol):
+        def price(self, item: str) -> Price: ...
+
+    def elsewhere() -> Any:
+        Price = str  # noqa: F841  (a local of the caller, of the same name)
+        return ai_service(Shop, chat_model=ScriptedChatModel(["7"]))
+
+    assert elsewhere().price("tea") == 7

@@ -8,7 +8,7 @@ import asyncio
 import dataclasses
 import enum
 from collections.abc import Callable
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 import pytest
 from pydantic import BaseModel, Field, WithJsonSchema
@@ -55,6 +55,11 @@ class Tree(BaseModel):
     children: list[Tree] = []
 
 
+class Vote(BaseModel):
+    answer: Literal["yes", "no"]
+    animal: Animal
+
+
 class Odd(BaseModel):
     animal: Annotated[Animal, WithJsonSchema({"type": "string", "enum": ["CAT", "DOG"]})]
 
@@ -70,6 +75,7 @@ class Reads(Protocol):
     def tree(self, q: str) -> Tree: ...
     def series(self, q: str) -> tuple[int, ...]: ...
     def odd(self, q: str) -> Odd: ...
+    def votes(self, q: str) -> list[Vote]: ...
     def message(self, q: str) -> Result[AiMessage]: ...
 
 
@@ -181,6 +187,14 @@ def test_enums_inside_dataclasses_typeddicts_and_recursive_models() -> None:
     assert sync_path("herd", '{"animals": ["dog", "cat"]}') == {"animals": [Animal.DOG, Animal.CAT]}
     tree = sync_path("tree", '{"kind": "DOG", "children": [{"kind": "Cat", "children": []}]}')
     assert tree == Tree(kind=Animal.DOG, children=[Tree(kind=Animal.CAT)])
+
+
+def test_literals_and_enums_in_a_list_of_models_are_read_in_any_case() -> None:
+    answer = '{"values": [{"answer": "YES", "animal": "dog"}, {"answer": "No.", "animal": "CAT"}]}'
+    assert sync_path("votes", answer) == [
+        Vote(answer="yes", animal=Animal.DOG),
+        Vote(answer="no", animal=Animal.CAT),
+    ]
 
 
 def test_an_enum_with_unhashable_metadata_is_lenient_too() -> None:

@@ -350,12 +350,13 @@ def test_a_docstring_with_only_an_args_section_describes_the_parameters() -> Non
             city: The city, in English.
             days: Overridden by Field.
         Returns:
-            Not the description.
+            What it says of the weather.
         """
         return "ok"
 
+    assert one(forecast).specification.description is None
+    assert one(indented).specification.description == "Returns: What it says of the weather."
     for item in (forecast, indented):
-        assert one(item).specification.description is None
         assert schema(item)["properties"] == {
             "city": {"type": "string", "description": "The city, in English."},
             "days": {"type": "integer", "default": 1, "description": "From Field"},

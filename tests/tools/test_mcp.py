@@ -107,10 +107,11 @@ def test_text_image_and_error_results(provider: McpToolProvider) -> None:
     found = {t.specification.name: t for t in provider.provide(CONTEXT)}
     assert found["add"].execute('{"a": 2, "b": 40}', CONTEXT).text == "42"
     image = found["pixel"].execute("{}", CONTEXT)
-    assert image.text == "[image image/png, 70 bytes: given to the application]"
+    assert image.text == "[image image/png, 70 bytes]"
     assert isinstance(image.value, list)
     assert isinstance(image.value[0], ImageContent)
     assert image.value[0].mime_type == "image/png"
+    assert image.contents == (image.value[0],)  # the model sees the image itself
     refused = found["refuse"].execute('{"reason": "not today"}', CONTEXT)
     assert refused.is_error
     assert "refuse" in refused.text

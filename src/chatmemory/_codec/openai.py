@@ -22,7 +22,11 @@ What OpenAI cannot hold is handled explicitly:
 - refused with `SerializationError`, never dropped silently: `CustomMessage`, video, audio or
   PDF given only by URL, audio other than wav/mp3, base64 images without a mime type, tool calls
   and results without an id (a result without a `tool_name` is fine: OpenAI's tool messages
-  carry no name), and tool results holding anything but text;
+  carry no name);
+- sent another way: a tool result holding media (an image a tool returned) keeps its text in the
+  tool message, with a note, and its media follow the turn's tool messages in a user message
+  naming the call (OpenAI's tool messages hold text only); read back, that is a text result and
+  a user message;
 - recovered on read: OpenAI's tool messages do not name their tool, so `tool_name` comes from the
   assistant tool call with the same id earlier in the list (an error when there is none).
 
@@ -78,12 +82,21 @@ def to_openai(messages: Iterable[ChatMessage]) -> list[OpenAiMessage]:
     naming its index.
     """
     result: list[OpenAiMessage] = []
+    media: list[OpenAiMessage] = []  # tool results' media, sent after the run of tool messages
     for index, message in enumerate(messages):
         try:
+            if isinstance(message, ToolExecutionResultMessage):
+                written, shown = _write_tool_result(message)
+                result.append(written)
+                media.extend([shown] if shown is not None else [])
+                continue
+            result.extend(media)
+            media = []
             result.append(writer_for(_WRITERS, message, "chat message")(message))
         except Invalid as invalid:
             context = f"cannot convert the message at index {index} to OpenAI"
             raise invalid.error(context, message) from None
+    result.extend(media)
     return result
 
 
@@ -130,7 +143,12 @@ def _write_ai(message: AiMessage) -> OpenAiMessage:
     return obj
 
 
-def _write_tool_result(message: ToolExecutionResultMessage) -> OpenAiMessage:
+def _write_tool_result(
+    message: ToolExecutionResultMessage,
+) -> tuple[OpenAiMessage, OpenAiMessage | None]:
+    """The tool message, and the user message that shows the result's media (images, audio,
+    PDFs): OpenAI's tool messages hold text only, so what else a result holds follows the tool
+    messages of the turn in a user message that names the call, and the tool message says so."""
     if message.id is None:
         raise Invalid(
             "is missing: OpenAI tool messages answer a tool call by its id; give the result the "
@@ -139,20 +157,24 @@ def _write_tool_result(message: ToolExecutionResultMessage) -> OpenAiMessage:
             "id",
         )
     content: str | list[_Part] | None = _single_text(message.contents)
-    if content is None:
-        texts: list[_Part] = []
-        for index, item in enumerate(message.contents):
-            if not isinstance(item, TextContent):
-                raise Invalid(
-                    f"is not text ({type(item).__name__}), but OpenAI tool messages hold text "
-                    f"only; describe it in text or send it in a user message",
-                    item,
-                    "contents",
-                    index,
-                )
-            texts.append({"type": "text", "text": item.text})
-        content = texts
-    return {"role": "tool", "tool_call_id": message.id, "content": content}
+    if content is not None:
+        return {"role": "tool", "tool_call_id": message.id, "content": content}, None
+    texts: list[_Part] = []
+    parts: list[_Part] = []
+    for index, item in enumerate(message.contents):
+        try:
+            part = _write_part(item)
+        except Invalid as invalid:
+            invalid.inside("contents", index)
+            raise
+        (texts if isinstance(item, TextContent) else parts).append(part)
+    if not parts:
+        return {"role": "tool", "tool_call_id": message.id, "content": texts}, None
+    note = f"(what else the tool returned follows in a user message naming the call {message.id})"
+    texts.append({"type": "text", "text": note})
+    intro = {"type": "text", "text": f"What the tool call {message.id} returned:"}
+    shown = {"role": "user", "content": [intro, *parts]}
+    return {"role": "tool", "tool_call_id": message.id, "content": texts}, shown
 
 
 def _write_custom(message: CustomMessage) -> OpenAiMessage:
@@ -166,7 +188,6 @@ _WRITERS: dict[type, Callable[[Any], OpenAiMessage]] = {
     SystemMessage: _write_system,
     UserMessage: _write_user,
     AiMessage: _write_ai,
-    ToolExecutionResultMessage: _write_tool_result,
     CustomMessage: _write_custom,
 }
 

@@ -244,9 +244,7 @@ def _read_method(
 ) -> MethodPlan:
     where = f"{cls.__name__}.{name}"
     try:
-        hints = typing.get_type_hints(
-            function, localns={**namespace, cls.__name__: cls}, include_extras=True
-        )
+        hints = _hints(cls, function, namespace)
     except Exception as error:
         raise ConfigurationError(
             f"cannot read the annotations of {where}: {error}; import the names they use in "
@@ -290,6 +288,16 @@ def _read_method(
         moderated=moderated,
         tool_choice=choice if isinstance(choice, str) else None,
     )
+
+
+def _hints(cls: type, function: Callable[..., Any], namespace: dict[str, Any]) -> dict[str, Any]:
+    """The method's annotations, resolved in its module; a name the module lacks is looked up
+    where `ai_service(...)` is called (never shadowing the module's own names)."""
+    try:
+        return typing.get_type_hints(function, include_extras=True)
+    except NameError:
+        local = {**namespace, cls.__name__: cls}
+        return typing.get_type_hints(function, localns=local, include_extras=True)
 
 
 def _read_params(

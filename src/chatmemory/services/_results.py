@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeAlias, TypeVar
 
-from .._messages import ToolExecutionRequest
+from .._messages import Content, ToolExecutionRequest
 from ..models import ChatResponse, FinishReason, TokenUsage
 from ..models._events import CompleteToolCall, PartialText, PartialThinking, PartialToolCall
 
@@ -29,14 +29,17 @@ T = TypeVar("T")
 class ToolExecution:
     """One tool call the model asked for during a service call, and how it went.
 
-    `result` is the text the model received (an error's text when `is_error`), `result_object`
-    what the tool returned (None when it failed).
+    `result` is the text the model received (an error's text when `is_error`; the text parts
+    when the tool returned `contents`), `result_object` what the tool returned (None when it
+    failed).
     """
 
     request: ToolExecutionRequest
     result: str
     result_object: object = None
     is_error: bool = False
+    contents: tuple[Content, ...] = ()
+    """What the model received when the tool returned more than text (an image...)."""
     started_at: datetime
     finished_at: datetime
 

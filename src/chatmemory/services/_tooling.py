@@ -11,7 +11,13 @@ from datetime import datetime, timezone
 from typing import Literal, TypeAlias
 
 from .._errors import ConfigurationError, ModelBehaviourError, ModelRetry, shorten
-from .._messages import AiMessage, ChatMessage, ToolExecutionRequest, ToolExecutionResultMessage
+from .._messages import (
+    AiMessage,
+    ChatMessage,
+    Content,
+    ToolExecutionRequest,
+    ToolExecutionResultMessage,
+)
 from ..models import ToolSpecification
 from ..models._values import ToolChoice
 from ..tools import (
@@ -109,6 +115,7 @@ def settle(attempt: Attempt, options: ToolOptions, available: Sequence[str]) -> 
     failure says. A strategy that raises ends the service call (nothing stored)."""
     request, output = attempt.request, attempt.output
     error = attempt.error
+    contents: tuple[Content, ...] = ()
     if attempt.tool is None:
         text, is_error, value = _unknown(request, options, available), True, None
     elif isinstance(error, ToolArgumentsError):
@@ -124,6 +131,7 @@ def settle(attempt: Attempt, options: ToolOptions, available: Sequence[str]) -> 
     else:
         assert output is not None
         text, is_error, value = output.text, output.is_error, output.value
+        contents = output.contents
     if not isinstance(text, str):
         raise ConfigurationError(
             f"a tool strategy must return the text for the model, got {text!r}"
@@ -133,6 +141,7 @@ def settle(attempt: Attempt, options: ToolOptions, available: Sequence[str]) -> 
         result=text,
         result_object=value,
         is_error=is_error,
+        contents=contents,
         started_at=attempt.started_at,
         finished_at=attempt.finished_at,
     )
@@ -201,6 +210,13 @@ def turn_tool_choice(
 
 def result_message(execution: ToolExecution) -> ToolExecutionResultMessage:
     request = execution.request
+    if execution.contents:
+        return ToolExecutionResultMessage(
+            request.id,
+            request.name,
+            contents=execution.contents,
+            is_error=True if execution.is_error else None,
+        )
     return ToolExecutionResultMessage(
         request.id,
         request.name,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from .._errors import ChatMemoryError, ConfigurationError
-from .._messages import UserMessage
+from .._messages import Content, UserMessage
 from ..models import ToolSpecification
 
 __all__ = [
@@ -85,11 +85,16 @@ class ToolContext:
 
 @dataclass(frozen=True, slots=True)
 class ToolOutput:
-    """What a tool call produced: `text` for the model, the raw `value` for the caller."""
+    """What a tool call produced: `text` for the model, the raw `value` for the caller.
+
+    `contents` is what the model gets when the result is more than text (an image, a list of
+    contents): `text` is then their text parts. Providers that take such results get them whole
+    (Anthropic); OpenAI's tool messages hold text, so the media follow in a user message."""
 
     text: str
     value: object = None
     is_error: bool = False
+    contents: tuple[Content, ...] = ()
 
 
 class ToolArgumentsError(ChatMemoryError):

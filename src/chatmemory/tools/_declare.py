@@ -22,6 +22,7 @@ is shown to the model. Everything is worked out once per declaration, on first u
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import json
 import re
@@ -46,6 +47,14 @@ from pydantic.fields import FieldInfo
 
 from .._errors import ConfigurationError, shorten
 from .._json_schema import lenient_schema, strict_schema
+from .._messages import (
+    AudioContent,
+    Content,
+    ImageContent,
+    PdfFileContent,
+    TextContent,
+    VideoContent,
+)
 from .._threads import in_thread, run_coroutine
 from .._typing import is_optional
 from ..models import ToolSpecification
@@ -80,6 +89,7 @@ ToolMemoryId = NewType("ToolMemoryId", str)
 memory id of the service call; the model never sees it."""
 
 _ATTRIBUTE = "__chatmemory_tool__"
+CONTENT_TYPES = (TextContent, ImageContent, AudioContent, VideoContent, PdfFileContent)
 _BEHAVIORS = ("to_model", "immediate", "immediate_if_last")
 _EXTRA = ("forbid", "ignore")
 
@@ -115,6 +125,7 @@ class ToolDeclaration:
     return_behavior: ReturnBehavior
     strict: bool | None
     extra_arguments: ExtraArguments = "forbid"
+    require_descriptions: bool = False
     limits: ToolLimits = dataclasses.field(default_factory=ToolLimits)
     requires_approval: bool = False
     compiled: dict[bool, _Compiled] = dataclasses.field(default_factory=dict, compare=False)
@@ -133,6 +144,7 @@ def tool(
     return_behavior: ReturnBehavior = "to_model",
     strict: bool | None = None,
     extra_arguments: ExtraArguments = "forbid",
+    require_descriptions: bool = False,
     retries: int | None = None,
     timeout: float | None = None,
     requires_approval: bool = False,
@@ -147,6 +159,7 @@ def tool(
     return_behavior: ReturnBehavior = "to_model",
     strict: bool | None = None,
     extra_arguments: ExtraArguments = "forbid",
+    require_descriptions: bool = False,
     retries: int | None = None,
     timeout: float | None = None,
     requires_approval: bool = False,
@@ -158,7 +171,8 @@ def tool(
     own `ToolLimits`: how often one service call may send the model back to it (it raised
     `ModelRetry`, or its arguments did not fit), and how many seconds a call of it may take.
     ``requires_approval=True`` stops a service call before the tool runs, until someone
-    approves or denies it (`ApprovalRequired`, `service.resume`)."""
+    approves or denies it (`ApprovalRequired`, `service.resume`). ``require_descriptions=True``
+    refuses the declaration when a parameter the model sees has no description."""
     if callable(function_or_description) or isinstance(function_or_description, classmethod):
         return _mark(function_or_description, ToolDeclaration(None, None, "to_model", None))
     if function_or_description is not None and not isinstance(function_or_description, str):
@@ -166,7 +180,12 @@ def tool(
             f"@tool takes a description (str), got {function_or_description!r}"
         )
     declaration = _declaration(
-        name, function_or_description, return_behavior, strict, extra_arguments
+        name,
+        function_or_description,
+        return_behavior,
+        strict,
+        extra_arguments,
+        require_descriptions=require_descriptions,
     )
     declaration = dataclasses.replace(
         declaration,
@@ -182,6 +201,8 @@ def _declaration(
     return_behavior: ReturnBehavior,
     strict: bool | None,
     extra_arguments: ExtraArguments,
+    *,
+    require_descriptions: bool = False,
 ) -> ToolDeclaration:
     if return_behavior not in _BEHAVIORS:
         raise ConfigurationError(
@@ -195,7 +216,9 @@ def _declaration(
         raise ConfigurationError(f"a tool name is 1 to 64 letters, digits, _ or -, got {name!r}")
     if description is not None and not isinstance(description, str):
         raise ConfigurationError(f"a tool description is a str, got {description!r}")
-    return ToolDeclaration(name, description, return_behavior, strict, extra_arguments)
+    return ToolDeclaration(
+        name, description, return_behavior, strict, extra_arguments, bool(require_descriptions)
+    )
 
 
 def _mark(function: F, declaration: ToolDeclaration) -> F:
@@ -207,6 +230,12 @@ def _mark(function: F, declaration: ToolDeclaration) -> F:
 
 
 def declaration_of(function: object) -> ToolDeclaration | None:
+    """The `@tool` of a function, a method, a `functools.partial` of one, or a callable object
+    whose ``__call__`` is one."""
+    if isinstance(function, functools.partial):
+        function = function.func
+    elif not inspect.isroutine(function) and not isinstance(function, type):
+        function = inspect.getattr_static(type(function), "__call__", None)
     target = getattr(function, "__func__", function)
     found = getattr(target, _ATTRIBUTE, None)
     return found if isinstance(found, ToolDeclaration) else None
@@ -220,11 +249,14 @@ def tool_from(
     return_behavior: ReturnBehavior | None = None,
     strict: bool | None = None,
     extra_arguments: ExtraArguments | None = None,
+    require_descriptions: bool | None = None,
     retries: int | None = None,
     timeout: float | None = None,
     requires_approval: bool | None = None,
 ) -> FunctionTool:
-    """A tool from a function not decorated with `@tool` (a library's, a lambda-free helper).
+    """A tool from a function not decorated with `@tool` (a library's, a lambda-free helper), a
+    `functools.partial` (the arguments it binds are not shown to the model) or a callable object
+    (its ``__call__``; named after its class).
 
     Each call declares a tool of its own and leaves `function` as it was; what is not given
     comes from the function's `@tool`, if it has one."""
@@ -237,6 +269,11 @@ def tool_from(
         return_behavior if return_behavior is not None else marked.return_behavior,
         strict if strict is not None else marked.strict,
         extra_arguments if extra_arguments is not None else marked.extra_arguments,
+        require_descriptions=(
+            require_descriptions
+            if require_descriptions is not None
+            else marked.require_descriptions
+        ),
     )
     limits = ToolLimits(
         retries if retries is not None else marked.limits.retries,
@@ -271,26 +308,69 @@ class _Compiled:
     exact: bool  # a Decimal somewhere in the parameters: numbers are read remembering their text
 
 
-def _compile(function: Callable[..., Any], declared: ToolDeclaration, bound: bool) -> _Compiled:
-    target = getattr(function, "__func__", function)
-    name = declared.name or str(getattr(target, "__name__", type(target).__name__))
-    where = f"tool {name!r}"
+@dataclasses.dataclass(frozen=True)
+class _Source:
+    """What a tool is read from: a function, a bound method, a `functools.partial` (without the
+    parameters it binds by keyword) or a callable object (its ``__call__``)."""
+
+    name: str
+    parameters: list[inspect.Parameter]
+    annotated: Callable[..., Any]
+    """The function whose annotations and docstring describe the tool."""
+    doc: str
+
+
+def _source(function: Callable[..., Any], bound: bool, declared_name: str | None) -> _Source:
+    label = declared_name or ""
+    if isinstance(function, functools.partial):
+        annotated = getattr(function.func, "__func__", function.func)
+        listed = [
+            p
+            for p in _signature(function, label).parameters.values()
+            if p.name not in function.keywords
+        ]
+        doc = inspect.getdoc(annotated)
+        name = getattr(annotated, "__name__", None)
+    elif not inspect.isroutine(function) and not isinstance(function, type):
+        annotated = type(function).__call__  # a callable object
+        listed = list(_signature(function, label).parameters.values())
+        own = annotated.__doc__ or type(function).__doc__  # getdoc would inherit object's
+        doc = inspect.cleandoc(own) if own else None
+        name = type(function).__name__
+    else:
+        annotated = getattr(function, "__func__", function)
+        listed = list(_signature(annotated, label).parameters.values())
+        if bound and listed:
+            listed = listed[1:]  # self or cls
+        doc = inspect.getdoc(annotated)
+        name = getattr(annotated, "__name__", None)
+    return _Source(
+        declared_name or str(name or type(function).__name__), listed, annotated, doc or ""
+    )
+
+
+def _signature(target: Callable[..., Any], name: str) -> inspect.Signature:
     try:
-        signature = inspect.signature(target)
+        return inspect.signature(target)
     except (TypeError, ValueError):  # a builtin such as min
         raise ConfigurationError(
-            f"{where}: Python cannot read the parameters of {target!r} (a builtin has no "
-            f"signature); wrap it in a function with typed parameters, for instance "
+            f"tool {name or getattr(target, '__name__', repr(target))!r}: Python cannot read the "
+            f"parameters of {target!r} (a builtin has no signature); wrap it in a function with "
+            f"typed parameters, for instance "
             f"`def smallest(a: float, b: float) -> float: return min(a, b)`"
         ) from None
+
+
+def _compile(function: Callable[..., Any], declared: ToolDeclaration, bound: bool) -> _Compiled:
+    source = _source(function, bound, declared.name)
+    name = source.name
+    where = f"tool {name!r}"
     try:
-        hints = typing.get_type_hints(target, include_extras=True)
+        hints = typing.get_type_hints(source.annotated, include_extras=True)
     except Exception as error:  # a forward reference that does not resolve
         raise ConfigurationError(f"cannot read the type hints of {where}: {error}") from None
-    listed = list(signature.parameters.values())
-    if bound and listed:
-        listed = listed[1:]  # self or cls
-    docs = _docstring(inspect.getdoc(target) or "")
+    listed = source.parameters
+    docs = _docstring(source.doc)
     described = {p.arg_name: p.description for p in docs.params if p.description}
     fields: dict[str, Any] = {}
     parameters: list[_Parameter] = []
@@ -307,9 +387,16 @@ def _compile(function: Callable[..., Any], declared: ToolDeclaration, bound: boo
         has_default = parameter.default is not parameter.empty
         parameters.append(_Parameter(parameter.name, field, False, has_default, parameter.default))
     model, schema = _model(name, fields, declared.extra_arguments, where)
+    if declared.require_descriptions:
+        _check_described(model, where)
     description = declared.description
     if description is None:
-        parts = [docs.short_description, docs.long_description]
+        returns = docs.returns.description if docs.returns is not None else None
+        parts = [
+            docs.short_description,
+            docs.long_description,
+            f"Returns: {returns}" if returns else None,
+        ]
         description = "\n\n".join(p for p in parts if p) or None
     specification = ToolSpecification(
         name=name,
@@ -323,7 +410,7 @@ def _compile(function: Callable[..., Any], declared: ToolDeclaration, bound: boo
         model,
         tuple(parameters),
         returns is None or returns is type(None),
-        inspect.iscoroutinefunction(target),
+        inspect.iscoroutinefunction(source.annotated),
         frozenset(
             info.alias or field
             for field, info in model.model_fields.items()
@@ -424,6 +511,21 @@ def _naming(
     return settings
 
 
+def _check_described(model: type[pydantic.BaseModel], where: str) -> None:
+    """`require_descriptions`: every parameter the model sees has a description (`P`, `Field`,
+    the docstring's ``Args:``)."""
+    missing = [
+        info.alias or name for name, info in model.model_fields.items() if not info.description
+    ]
+    if missing:
+        raise ConfigurationError(
+            f"{where} requires every parameter to be described, but {', '.join(missing)} "
+            f"{'has' if len(missing) == 1 else 'have'} no description: describe "
+            f"{'it' if len(missing) == 1 else 'them'} in the docstring's Args: section, with "
+            f"Annotated[type, P('...')] or with Field(description=...)"
+        )
+
+
 def _takes_none(annotation: Any) -> bool:
     return annotation in (Any, None, type(None)) or _is_optional(annotation)
 
@@ -432,9 +534,8 @@ def _model(
     name: str, fields: dict[str, Any], extra: ExtraArguments, where: str
 ) -> tuple[type[pydantic.BaseModel], dict[str, Any]]:
     try:
-        model = pydantic.create_model(
-            f"{name}_arguments", __config__=pydantic.ConfigDict(extra=extra), **fields
-        )
+        config = pydantic.ConfigDict(extra=extra, use_attribute_docstrings=True)
+        model = pydantic.create_model(f"{name}_arguments", __config__=config, **fields)
         return model, model.model_json_schema()
     except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError) as error:
         raise ConfigurationError(
@@ -475,9 +576,12 @@ class FunctionTool:
 
     def __init__(self, function: Callable[..., Any], declared: ToolDeclaration) -> None:
         bound = inspect.ismethod(function)
-        compiled = declared.compiled.get(bound)
+        plain = bound or inspect.isfunction(function)  # a partial or an object: each its own
+        compiled = declared.compiled.get(bound) if plain else None
         if compiled is None:
-            compiled = declared.compiled[bound] = _compile(function, declared, bound)
+            compiled = _compile(function, declared, bound)
+            if plain:
+                declared.compiled[bound] = compiled
         self._function = function
         self._compiled = compiled
         self._behavior: ReturnBehavior = declared.return_behavior
@@ -546,11 +650,28 @@ class FunctionTool:
             return ToolOutput("Success" if self._compiled.returns_none else "null", None)
         if isinstance(value, str):
             return ToolOutput(value, value)
+        contents = _contents(value)
+        if contents:
+            texts = [c.text for c in contents if isinstance(c, TextContent)]
+            return ToolOutput("\n".join(texts), value, contents=contents)
         try:
             text = pydantic_core.to_json(value).decode()
         except pydantic_core.PydanticSerializationError:
             text = str(value)
         return ToolOutput(text, value)
+
+
+def _contents(value: object) -> tuple[Content, ...]:
+    """A tool's result as contents: an image (audio, PDF...), or a list or tuple of contents and
+    texts with at least one that is not text; empty for anything else (sent as JSON text)."""
+    if isinstance(value, CONTENT_TYPES):
+        return (value,) if not isinstance(value, TextContent) else ()
+    if not isinstance(value, (list, tuple)) or not value:
+        return ()
+    if not all(isinstance(item, (str, *CONTENT_TYPES)) for item in value):
+        return ()
+    found = tuple(TextContent(item) if isinstance(item, str) else item for item in value)
+    return found if any(not isinstance(c, TextContent) for c in found) else ()
 
 
 def parse_arguments(arguments: str, tool: str) -> dict[str, Any]:

@@ -11,8 +11,9 @@ assistant = ai_service(Assistant, chat_model=model, tool_providers=[files, searc
 One connection per provider, opened on first use and kept: a stdio server is started once, not
 per call. The connection lives on a background event loop of the provider's own, so the same code
 serves sync services (which wait on it) and async ones (which await it from any loop). The
-server's JSON schemas reach the model unchanged. Text results come back as text; an image comes
-back as a note in the text the model reads (OpenAI's tool messages hold text only) and as an
+server's JSON schemas reach the model unchanged. Text results come back as text; a result with
+an image comes back as contents (text and images, in the server's order: the model sees the
+image, see `ToolOutput.contents`), as a note in the text (`ToolExecution.result`) and as an
 `ImageContent` in the execution's value. A call that fails on the server's side, a server that
 dies mid-call or does not answer within `timeout` seconds (a second more at most) becomes an error
 result the model reads, never a hang. The connection is then left in the background (a stdio
@@ -50,7 +51,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from .._errors import ConfigurationError, ToolServerError
-from .._messages import ImageContent
+from .._messages import Content, ImageContent, TextContent
 from .._threads import in_thread
 from ..models import ToolSpecification
 from ._contracts import ReturnBehavior, Tool, ToolContext, ToolOutput
@@ -472,23 +473,27 @@ def _output(result: Any) -> ToolOutput:
     mcp = _mcp()
     texts: list[str] = []
     images: list[ImageContent] = []
+    parts: list[Content] = []  # what the model gets when there are images
     for block in result.content:
+        if isinstance(block, mcp.types.ImageContent):
+            image = ImageContent(base64_data=block.data, mime_type=block.mime_type)
+            images.append(image)
+            parts.append(image)
+            texts.append(f"[image {block.mime_type}, {_size(block.data)}]")
+            continue
         if isinstance(block, mcp.types.TextContent):
             texts.append(block.text)
-        elif isinstance(block, mcp.types.ImageContent):
-            images.append(ImageContent(base64_data=block.data, mime_type=block.mime_type))
-            texts.append(
-                f"[image {block.mime_type}, {_size(block.data)}: given to the application]"
-            )
         elif isinstance(block, mcp.types.EmbeddedResource) and hasattr(block.resource, "text"):
             texts.append(block.resource.text)
         else:
             texts.append(f"[{getattr(block, 'type', type(block).__name__)} content]")
+        parts.append(TextContent(texts[-1]))
     if not texts and result.structured_content is not None:
         texts.append(json.dumps(result.structured_content, ensure_ascii=False))
     text = "\n".join(texts) if texts else "Success"
     value: object = result.structured_content if not images else [*images]
-    return ToolOutput(text, value, is_error=bool(result.is_error))
+    contents = tuple(parts) if images else ()
+    return ToolOutput(text, value, is_error=bool(result.is_error), contents=contents)
 
 
 def _size(data: str) -> str:
