@@ -8,6 +8,7 @@ replica is promoted a second or two after its primary dies; nothing is saved to 
 
 from __future__ import annotations
 
+import atexit
 import random
 import shutil
 import socket
@@ -17,7 +18,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["ClusterUnavailable", "LocalCluster"]
+from tests.conftest import server_unavailable
+
+try:
+    import redis.cluster
+except ImportError:  # pragma: no cover - the extra is part of the test dependencies
+    redis = None  # type: ignore[assignment]
+
+__all__ = ["ClusterUnavailable", "LocalCluster", "client", "cluster_url", "session_cluster"]
 
 NODE_TIMEOUT_MS = 1000
 
@@ -72,8 +80,10 @@ class LocalCluster:
                 cluster._await_ping(port)
             addresses = [f"127.0.0.1:{port}" for port in cluster.ports]
             created = subprocess.run(
-                [cli, "--cluster", "create", *addresses, "--cluster-replicas", str(replicas)]
-                + ["--cluster-yes"],
+                [
+                    *(cli, "--cluster", "create", *addresses),
+                    *("--cluster-yes", "--cluster-replicas", str(replicas)),
+                ],
                 capture_output=True,
                 timeout=60,
                 check=False,
@@ -93,10 +103,13 @@ class LocalCluster:
         node_dir = self.directory / str(port)
         node_dir.mkdir()
         self.processes[port] = subprocess.Popen(
-            [server, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes"]
-            + ["--cluster-config-file", "nodes.conf", "--cluster-node-timeout"]
-            + [str(NODE_TIMEOUT_MS), "--save", "", "--appendonly", "no", "--dir", str(node_dir)]
-            + ["--logfile", str(node_dir / "redis.log")],
+            [
+                *(server, "--port", str(port), "--bind", "127.0.0.1"),
+                *("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"),
+                *("--cluster-node-timeout", str(NODE_TIMEOUT_MS), "--save", ""),
+                *("--appendonly", "no", "--dir", str(node_dir)),
+                *("--logfile", str(node_dir / "redis.log")),
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -120,7 +133,7 @@ class LocalCluster:
 
     def primaries(self) -> list[int]:
         """The ports of the live nodes that are primaries now."""
-        return [port for port in self.alive() if "role:master" in self.cli(port, "info", "replication")]
+        return [port for port in self.alive() if "role:master" in self.cli(port, "info")]
 
     def healthy(self) -> bool:
         """Every live node sees the cluster ok, 3 primaries alive, every live replica synced."""
@@ -153,3 +166,32 @@ class LocalCluster:
                 process.kill()
                 process.wait()
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+_cluster: list[LocalCluster] = []
+_failed: list[str] = []
+
+
+def session_cluster() -> LocalCluster:
+    """The test session's cluster, started on first use and stopped when the session ends;
+    the test skips (fails under CI=true) when it cannot be started."""
+    if redis is None:
+        server_unavailable("Redis Cluster", "the redis package is not installed")
+    if not _cluster and not _failed:
+        try:
+            _cluster.append(LocalCluster.start())
+            atexit.register(_cluster[0].stop)
+        except ClusterUnavailable as error:
+            _failed.append(str(error))
+    if _failed:
+        server_unavailable("Redis Cluster", _failed[0])
+    return _cluster[0]
+
+
+def cluster_url() -> str:
+    return session_cluster().url
+
+
+def client() -> redis.cluster.RedisCluster:
+    """A new client of the session's cluster (close it with `close_client`)."""
+    return redis.cluster.RedisCluster.from_url(cluster_url())

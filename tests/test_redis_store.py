@@ -450,7 +450,8 @@ def test_a_retried_commit_is_applied_once(store: RedisChatMemoryStore, raw: Any)
     )
     first = store._run(redis_store._COMMIT_SCRIPT, keys, args)[0]
     assert first
-    assert store._run(redis_store._COMMIT_SCRIPT, keys, args)[0] == first  # recognized: the same result again
+    again = store._run(redis_store._COMMIT_SCRIPT, keys, args)[0]
+    assert again == first  # recognized: the same result again
     other = redis_store._commit_args(
         version=0, ttl_ms=0, token="tok-2", append=[NewMessage(UserMessage("lost"))], evict=[]
     )
@@ -996,7 +997,8 @@ def test_a_store_closed_during_a_call_gives_that_connection_back(prefix: str) ->
 def test_a_store_inherited_through_fork_takes_new_connections(store: RedisChatMemoryStore) -> None:
     memory = MessageWindowChatMemory(id="forked", max_messages=5, store=store)
     memory.add(UserMessage("parent"))
-    store._route._pid  # type: ignore[union-attr] = -1  # as in a child process: the parent's sockets are not its own
+    route: Any = store._route
+    route._pid = -1  # as in a child process: the parent's sockets are not its own
     memory.add(UserMessage("child"))
     assert memory.messages() == [UserMessage("parent"), UserMessage("child")]
 

@@ -8,7 +8,6 @@ Each test gets its own key prefix; every key under it, on every primary, is dele
 
 from __future__ import annotations
 
-import atexit
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -16,45 +15,10 @@ from pathlib import Path
 import pytest
 
 from chatmemory.stores.redis import close_client
-from tests.conftest import server_unavailable
-from tests.redis_cluster import ClusterUnavailable, LocalCluster
+from tests.redis_cluster import client, cluster_url
 
 from .backend_redis import key_prefix
 from .backends import Backend, Context, Processes, StoreSpec
-
-try:
-    import redis
-    import redis.cluster
-except ImportError:  # pragma: no cover - the extra is part of the test dependencies
-    redis = None  # type: ignore[assignment]
-
-_cluster: list[LocalCluster] = []
-_failed: list[str] = []
-
-
-def cluster_url() -> str:
-    """The URL of the session's cluster, started on first use (skip, or fail under CI, when it
-    cannot be)."""
-    if redis is None:
-        server_unavailable("Redis Cluster", "the redis package is not installed")
-    if not _cluster and not _failed:
-        try:
-            _cluster.append(LocalCluster.start())
-            atexit.register(_cluster[0].stop)
-        except ClusterUnavailable as error:
-            _failed.append(str(error))
-    if _failed:
-        server_unavailable("Redis Cluster", _failed[0])
-    return _cluster[0].url
-
-
-def session_cluster() -> LocalCluster:
-    cluster_url()
-    return _cluster[0]
-
-
-def client() -> redis.cluster.RedisCluster:
-    return redis.cluster.RedisCluster.from_url(cluster_url())
 
 
 def purge(prefix: str) -> int:

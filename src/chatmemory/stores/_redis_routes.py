@@ -45,8 +45,8 @@ __all__ = ["AsyncClusterRoute", "AsyncDirect", "ClusterRoute", "Direct", "rerout
 
 Command = Sequence[Any]
 
-REDIRECTS = 16
-"""Redirects (MOVED, ASK) followed for one send before giving up, as redis-py does."""
+MOVES = 16
+"""MOVED redirects followed for one send before giving up (redis-py's number)."""
 
 
 def rerouting() -> tuple[type[Exception], ...]:
@@ -185,30 +185,30 @@ def rerouted(
 ) -> Flow[Any]:
     """The replies to `commands` for `slot` after they failed on its primary with `error`.
 
-    A MOVED updates redis-py's slot map (`moved`) and sends again; an ASK sends once to the
-    node named, after ASKING. A dead node, a cluster that is down or a slot without a primary
-    (a failover under way) refreshes the slot map and backs off until the slot's primary
-    answers, for at most `patience` seconds; then the last error is raised. The flow's
-    target is a `ClusterRoute` or an `AsyncClusterRoute`.
+    A MOVED updates redis-py's slot map (`moved`) and sends again; an ASK sends to the node
+    named, after ASKING. A dead node, a cluster that is down, a slot without a primary (a
+    failover under way) or a TRYAGAIN (a memory id's keys split by a slot migration, until it
+    ends) refreshes the slot map and backs off until the slot's primary answers. All this for
+    at most `patience` seconds; then the last error is raised. The flow's target is a
+    `ClusterRoute` or an `AsyncClusterRoute`.
     """
     deadline = time.monotonic() + patience
     delays = _delays()
-    redirects = 0
+    moves = 0
     while True:
-        if isinstance(error, AskError):  # MOVED or ASK: the cluster says where the slot is
-            redirects += 1
-            if redirects > REDIRECTS:
+        if isinstance(error, MovedError):  # the slot lives elsewhere now
+            moves += 1
+            if moves > MOVES:
                 raise error
-            if isinstance(error, MovedError):
-                yield from call(ClusterRoute.moved, error)
-                reply = yield from call(ClusterRoute.to_slot, slot, commands)
-            else:
-                asked = [("ASKING",), *commands]
-                reply = yield from call(ClusterRoute.to_node, error.host, error.port, asked)
-                reply = reply[1:] if isinstance(reply, list) else reply
+            yield from call(ClusterRoute.moved, error)
+            reply = yield from call(ClusterRoute.to_slot, slot, commands)
+        elif time.monotonic() >= deadline:
+            raise error
+        elif isinstance(error, AskError):  # the slot is migrating and our keys are not here
+            asked = [("ASKING",), *commands]
+            reply = yield from call(ClusterRoute.to_node, error.host, error.port, asked)
+            reply = reply[1:] if isinstance(reply, list) else reply
         else:
-            if time.monotonic() >= deadline:
-                raise error
             yield from sleep(next(delays))
             failed = yield from call(ClusterRoute.refresh)
             reply = failed or (yield from call(ClusterRoute.to_slot, slot, commands))

@@ -465,7 +465,7 @@ def close_client(client: redis.Redis | redis.cluster.RedisCluster) -> None:
     (each node's client was handed its pool), so they are disconnected here."""
     client.close()
     if isinstance(client, redis.cluster.RedisCluster):
-        for node in client.get_nodes():
+        for node in client.get_nodes():  # type: ignore[no-untyped-call]
             if node.redis_connection is not None:
                 node.redis_connection.connection_pool.disconnect()
 
