@@ -29,7 +29,14 @@ from chatmemory import (
     StoreError,
     UserMessage,
 )
+from chatmemory._flow import run
 from chatmemory.stores import AsyncRedisChatMemoryStore, NewMessage, RedisChatMemoryStore
+from chatmemory.stores._redis_routes import (
+    MOVES,
+    AsyncClusterRoute,
+    ClusterRoute,
+    rerouted,
+)
 from chatmemory.stores.redis import close_client
 from tests import _workers
 from tests.conftest import REDIS_URL
@@ -42,6 +49,12 @@ from redis.asyncio.cluster import ClusterNode as AsyncClusterNode  # noqa: E402
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster  # noqa: E402
 from redis.cluster import ClusterNode  # noqa: E402
 from redis.crc import key_slot  # noqa: E402
+from redis.exceptions import (  # noqa: E402
+    ClusterDownError,
+    ConnectionError,
+    MovedError,
+    RedisClusterException,
+)
 
 pytestmark = pytest.mark.redis
 
@@ -427,3 +440,53 @@ def test_a_primary_killed_while_eight_processes_write_loses_no_acknowledged_turn
         f"{healed:.2f} s after the kill; longest wait of a writer: {longest_wait:.2f} s"
     )
     assert longest_wait < 15
+
+
+# --- the reroute flow's limits -------------------------------------------------------------------
+
+
+def test_rerouting_gives_up_after_sixteen_moves() -> None:
+    """A slot bounced between nodes (MOVED after MOVED) is given up on, as redis-py does."""
+
+    class Bouncing:
+        moves = 0
+
+        def moved(self, error: Exception) -> None:
+            self.moves += 1
+
+        def to_slot(self, slot: int, commands: Any) -> Exception:
+            return MovedError(f"{slot} 127.0.0.1:2")
+
+    bouncing = Bouncing()
+    with pytest.raises(MovedError):
+        run(rerouted(5, [("PING",)], MovedError("5 127.0.0.1:2"), 10.0), bouncing)
+    assert bouncing.moves == MOVES
+
+
+def test_routes_report_an_unknown_node_and_a_refresh_that_failed(
+    cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def down(*args: Any, **kwargs: Any) -> None:
+        raise RedisClusterException("no node answered")
+
+    raw = client()
+    try:
+        route = ClusterRoute(raw, 1.0)
+        assert isinstance(route.to_node("127.0.0.1", 1, [("PING",)]), ClusterDownError)
+        monkeypatch.setattr(raw.nodes_manager, "initialize", down)
+        assert isinstance(route.refresh(), RedisClusterException)
+    finally:
+        close_client(raw)
+
+    async def main() -> None:
+        async_raw = AsyncRedisCluster.from_url(cluster.url)
+        route = AsyncClusterRoute(async_raw, 1.0)
+        assert (await route.send(b"k", [("PING",)])) == [b"PONG"]
+        assert isinstance(await route.to_node("127.0.0.1", 1, [("PING",)]), ClusterDownError)
+        dead = AsyncClusterNode("127.0.0.1", 1)
+        async_raw.nodes_manager.nodes_cache[dead.name] = dead
+        assert isinstance(await route.to_node("127.0.0.1", 1, [("PING",)]), ConnectionError)
+        await route.close()
+        await async_raw.aclose()
+
+    asyncio.run(main())
