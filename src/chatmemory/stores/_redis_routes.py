@@ -98,18 +98,21 @@ class Direct:
             connection = self._pool.get_connection()
 
         def once() -> list[Any]:
-            connection.send_packed_command(_packed(connection, commands))
+            if len(commands) == 1:  # the usual case, the quick way
+                connection.send_packed_command(connection.pack_command(*commands[0]))
+                return [connection.read_response()]
+            connection.send_packed_command(connection.pack_commands(commands))
             replies: list[Any] = []
             for _ in commands:
                 try:
                     replies.append(connection.read_response())
                 except ResponseError as error:
                     replies.append(error)
-            return replies
+            return _raise_first_error(replies)
 
         try:
-            return _raise_first_error(
-                connection.retry.call_with_retry(once, lambda _: connection.disconnect())
+            return connection.retry.call_with_retry(  # type: ignore[no-any-return]
+                once, lambda _: connection.disconnect()
             )
         finally:  # a failed connection reconnects when next used
             if not self._idle.keep(connection):
@@ -138,20 +141,23 @@ class AsyncDirect:
             connection = await self._pool.get_connection()
 
         async def once() -> list[Any]:
-            await connection.send_packed_command(_packed(connection, commands))
+            if len(commands) == 1:
+                await connection.send_packed_command(connection.pack_command(*commands[0]))
+                return [await connection.read_response()]
+            await connection.send_packed_command(connection.pack_commands(commands))
             replies: list[Any] = []
             for _ in commands:
                 try:
                     replies.append(await connection.read_response())
                 except ResponseError as error:
                     replies.append(error)
-            return replies
+            return _raise_first_error(replies)
 
         async def failed(_: Exception) -> None:
             await connection.disconnect()
 
         try:
-            return _raise_first_error(await connection.retry.call_with_retry(once, failed))
+            return await connection.retry.call_with_retry(once, failed)  # type: ignore[no-any-return]
         finally:
             if not self._idle.keep(connection):
                 await self._pool.release(connection)
@@ -161,16 +167,9 @@ class AsyncDirect:
             await self._pool.release(connection)
 
 
-def _packed(connection: Any, commands: Sequence[Command]) -> Any:
-    """`commands` as the bytes `connection` sends (one command, the usual case, the quick way)."""
-    if len(commands) == 1:
-        return connection.pack_command(*commands[0])
-    return connection.pack_commands(commands)
-
-
 def _raise_first_error(replies: list[Any]) -> list[Any]:
-    """`replies`, or the first error among them raised (every reply was read first, so the
-    connection stays in step)."""
+    """`replies` to pipelined commands, or the first error among them raised (every reply was
+    read first, so the connection stays in step)."""
     for reply in replies:
         if isinstance(reply, ResponseError):
             raise reply
