@@ -101,7 +101,7 @@ class LocalCluster:
 
     def _spawn(self, server: str, port: int) -> None:
         node_dir = self.directory / str(port)
-        node_dir.mkdir()
+        node_dir.mkdir(exist_ok=True)
         self.processes[port] = subprocess.Popen(
             [
                 *(server, "--port", str(port), "--bind", "127.0.0.1"),
@@ -153,6 +153,14 @@ class LocalCluster:
                 raise ClusterUnavailable(f"the cluster was not healthy within {timeout} s")
             time.sleep(0.1)
         return time.monotonic() - start
+
+    def restart(self, port: int) -> None:
+        """Start node `port` again from its directory: it rejoins the cluster (as a replica
+        when its slots were given to another node meanwhile)."""
+        server = shutil.which("redis-server")
+        assert server is not None  # it started the first time
+        self._spawn(server, port)
+        self._await_ping(port)
 
     def kill(self, port: int) -> None:
         """Kill node `port` at once (SIGKILL: no goodbye to the others)."""
