@@ -15,6 +15,11 @@ one Lua script touching only the window's rows (a reader that holds the current 
 so from one HGET); a commit is one Lua script that checks the
 version, appends rows, takes evicted seqs out of the window and bumps the version, so adding a
 message costs the same after 100 or 100,000 of them, and a write is applied whole or not at all.
+
+On a Redis Cluster the same scripts run on the primary serving the id's slot; where each command
+goes, on which kept connection, and what happens after MOVED, ASK or a failover is the route's
+business (`_redis_routes.py`). `min_replicas_acked` follows each commit with a WAIT on its
+connection.
 """
 
 from __future__ import annotations
