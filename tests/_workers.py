@@ -117,3 +117,43 @@ def service_turns(
         start.wait()
         for i in range(count):
             service.chat(memory_id, text_of(prefix, i))
+
+
+class Stop(Protocol):
+    def is_set(self) -> bool: ...
+
+
+def write_through_failover(
+    store_spec: StoreSpec, writer: str, memory_ids: list[str], stop: Stop, out: str
+) -> None:
+    """Add chat turns (a user and an AI message, one `add`) to `memory_ids` in turn until
+    `stop` is set, each turn's text new (`text_of(f"{writer}/{memory id}", n)`).
+
+    A turn whose `add` returned is acknowledged; one that raised is not (and is not retried:
+    its text is never written again). Writes `out`, a JSON list of
+    ``[memory id, n, acknowledged, time.time() when the call ended]``.
+    """
+    import json
+    import time
+
+    from chatmemory import AiMessage, StoreError
+
+    log: list[list[object]] = []
+    with open_store(store_spec) as store:
+        memories = [
+            MessageWindowChatMemory(id=memory_id, max_messages=10, store=store)
+            for memory_id in memory_ids
+        ]
+        n = 0
+        while not stop.is_set():
+            memory = memories[n % len(memories)]
+            text = text_of(f"{writer}/{memory.id}", n)
+            try:
+                memory.add(UserMessage(text), AiMessage(text))
+                acknowledged = True
+            except StoreError:
+                acknowledged = False
+            log.append([memory.id, n, acknowledged, time.time()])
+            n += 1
+    with open(out, "w") as file:
+        json.dump(log, file)

@@ -480,6 +480,18 @@ def test_history_on_redis(alice_jsonl: Path, db: Path) -> None:
         _round_trip(["--redis-url", REDIS_URL, "--prefix", prefix], alice_jsonl, db)
 
 
+@pytest.mark.redis
+def test_history_on_a_redis_cluster(alice_jsonl: Path, db: Path) -> None:
+    from tests.redis_cluster import cluster_url
+    from tests.stores.backend_redis_cluster import isolated_prefix as cluster_prefix
+
+    with cluster_prefix(uuid.uuid4().hex) as prefix:
+        store_args = ["--redis-url", cluster_url(), "--redis-cluster", "--prefix", prefix]
+        _round_trip(store_args, alice_jsonl, db)
+    result = run("history", "list", "--redis-cluster", code=2)
+    assert "--redis-cluster is a Redis option: give --redis-url as well" in result.output
+
+
 @pytest.mark.postgres
 def test_history_on_postgres(alice_jsonl: Path, db: Path) -> None:
     with isolated_schema(uuid.uuid4().hex) as schema:

@@ -448,13 +448,14 @@ def test_a_retried_commit_is_applied_once(store: RedisChatMemoryStore, raw: Any)
     args = redis_store._commit_args(
         version=0, ttl_ms=0, token="tok-1", append=[NewMessage(UserMessage("once"))], evict=[]
     )
-    first = store._commit(keys=keys, args=args)
+    first = store._run(redis_store._COMMIT_SCRIPT, keys, args)[0]
     assert first
-    assert store._commit(keys=keys, args=args) == first  # recognized: the same result again
+    again = store._run(redis_store._COMMIT_SCRIPT, keys, args)[0]
+    assert again == first  # recognized: the same result again
     other = redis_store._commit_args(
         version=0, ttl_ms=0, token="tok-2", append=[NewMessage(UserMessage("lost"))], evict=[]
     )
-    assert store._commit(keys=keys, args=other) == []
+    assert store._run(redis_store._COMMIT_SCRIPT, keys, other)[0] == []
     assert [h.message for h in store.history("r")] == [UserMessage("once")]
     # a later commit appending two rows and evicting one, retried: its own version and first seq
     version = redis_store._committed(first).version  # type: ignore[union-attr]
@@ -465,8 +466,8 @@ def test_a_retried_commit_is_applied_once(store: RedisChatMemoryStore, raw: Any)
         append=[NewMessage(UserMessage("a"))] * 2,
         evict=[0],
     )
-    done = redis_store._committed(store._commit(keys=keys, args=args))
-    again = redis_store._committed(store._commit(keys=keys, args=args))
+    done = redis_store._committed(store._run(redis_store._COMMIT_SCRIPT, keys, args)[0])
+    again = redis_store._committed(store._run(redis_store._COMMIT_SCRIPT, keys, args)[0])
     assert done is not None
     assert again is not None
     assert (again.version, again.first_seq, again.stamp) == (done.version, 1, done.stamp)
@@ -996,7 +997,8 @@ def test_a_store_closed_during_a_call_gives_that_connection_back(prefix: str) ->
 def test_a_store_inherited_through_fork_takes_new_connections(store: RedisChatMemoryStore) -> None:
     memory = MessageWindowChatMemory(id="forked", max_messages=5, store=store)
     memory.add(UserMessage("parent"))
-    store._direct._pid = -1  # as in a child process: the parent's sockets are not its own
+    route: Any = store._route
+    route._pid = -1  # as in a child process: the parent's sockets are not its own
     memory.add(UserMessage("child"))
     assert memory.messages() == [UserMessage("parent"), UserMessage("child")]
 

@@ -266,12 +266,17 @@ def test_on_sqlite_no_forgotten_word_or_id_is_left_in_the_files(tmp_path: Path) 
 
 def _server_dump(backend_name: str, context: Context) -> str:
     """Every key and value (Redis) or every row of every table (PostgreSQL) the test wrote."""
-    if backend_name == "redis":
+    if backend_name.startswith("redis"):
         import redis
+
+        from chatmemory.stores.redis import close_client
+        from tests.redis_cluster import client as cluster_client
 
         from .backend_redis import key_prefix
 
-        client = redis.Redis.from_url(REDIS_URL)
+        client = (
+            cluster_client() if backend_name == "redis-cluster" else redis.Redis.from_url(REDIS_URL)
+        )
         try:
             parts = []
             for name in client.scan_iter(match=key_prefix(context.unique) + "*", count=1000):
@@ -279,7 +284,7 @@ def _server_dump(backend_name: str, context: Context) -> str:
                 parts.append(repr(client.dump(name)))
             return "\n".join(parts)
         finally:
-            client.close()
+            close_client(client)
     from psycopg import sql
 
     from .backend_postgres import admin
@@ -294,19 +299,24 @@ def _server_dump(backend_name: str, context: Context) -> str:
 
 
 def _record_store(backend_name: str, context: Context) -> Any:
-    if backend_name == "redis":
+    if backend_name.startswith("redis"):
         from chatmemory.working.redis import RedisRecordStore
+        from tests.redis_cluster import cluster_url
 
         from .backend_redis import key_prefix
 
-        return RedisRecordStore(REDIS_URL, prefix=key_prefix(context.unique) + "working:")
+        prefix = key_prefix(context.unique) + "working:"
+        if backend_name == "redis-cluster":
+            return RedisRecordStore(cluster_url(), prefix=prefix, cluster=True)
+        return RedisRecordStore(REDIS_URL, prefix=prefix)
     from chatmemory.working.postgres import PostgresRecordStore
 
     return PostgresRecordStore(POSTGRES_DSN, schema=f"chatmemory_test_{context.unique}")
 
 
 @pytest.mark.parametrize(
-    "backend", store_params(lambda b: b.name in ("redis", "postgres"), modes=("sync",))
+    "backend",
+    store_params(lambda b: b.name in ("redis", "redis-cluster", "postgres"), modes=("sync",)),
 )
 def test_on_redis_and_postgres_no_key_or_row_holds_the_forgotten_user(
     backend: Any, context: Context

@@ -47,8 +47,9 @@ from chatmemory.working import (
 from chatmemory.working.postgres import PostgresRecordStore
 from chatmemory.working.redis import RedisRecordStore
 from tests.conftest import POSTGRES_DSN, REDIS_URL, server_unavailable
+from tests.redis_cluster import cluster_url
 
-BACKENDS = ["memory", "sqlite", "redis", "postgres"]
+BACKENDS = ["memory", "sqlite", "redis", "redis-cluster", "postgres"]
 
 
 @pytest.fixture(params=BACKENDS)
@@ -60,8 +61,10 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RecordStor
         opened = SqliteRecordStore(tmp_path / "records.db")
         yield opened
         opened.close()
-    elif request.param == "redis":
-        client = RedisRecordStore(REDIS_URL, prefix=f"chatmemory-test:{unique}:")
+    elif request.param.startswith("redis"):
+        cluster = request.param == "redis-cluster"
+        url = cluster_url() if cluster else REDIS_URL
+        client = RedisRecordStore(url, prefix=f"chatmemory-test:{unique}:", cluster=cluster)
         try:
             client._redis.ping()
         except Exception as error:
@@ -410,6 +413,8 @@ def test_record_stores_check_their_settings_and_report_failures(
         given.load("u")
     given.close()  # the application's client stays the application's
     dead.close()
+    with pytest.raises(StoreError, match="cannot reach the working memory of 'p:'"):
+        RedisRecordStore("redis://127.0.0.1:1/0", prefix="p:", cluster=True)
     with pytest.raises(ConfigurationError, match="`schema` is a SQL name"):
         PostgresRecordStore(POSTGRES_DSN, schema="no; drop")
     with pytest.raises(StoreError, match=r"cannot open public\.chatmemory_working_memory"):

@@ -38,6 +38,7 @@ class StoreSpec:
 
     db: Path | None = None
     redis_url: str | None = None
+    redis_cluster: bool | None = None
     prefix: str | None = None
     postgres_dsn: str | None = None
     schema: str | None = None
@@ -55,8 +56,9 @@ class StoreSpec:
         ]
         if len(chosen) > 1:
             raise click.UsageError(f"choose one store: {' and '.join(chosen)} were both given")
-        if self.prefix is not None and self.redis_url is None:
-            raise click.UsageError("--prefix is a Redis option: give --redis-url as well")
+        for name, value in (("--prefix", self.prefix), ("--redis-cluster", self.redis_cluster)):
+            if value is not None and self.redis_url is None:
+                raise click.UsageError(f"{name} is a Redis option: give --redis-url as well")
         for name, value in (("--schema", self.schema), ("--table", self.table)):
             if value is not None and self.postgres_dsn is None:
                 raise click.UsageError(
@@ -71,7 +73,8 @@ class StoreSpec:
         """Where the data is, for messages (passwords in URLs are masked)."""
         if self.redis_url is not None:
             prefix = f" (prefix {self.prefix!r})" if self.prefix is not None else ""
-            return f"Redis {_mask(self.redis_url)}{prefix}"
+            cluster = " (cluster)" if self.redis_cluster else ""
+            return f"Redis {_mask(self.redis_url)}{cluster}{prefix}"
         if self.postgres_dsn is not None:
             where = ".".join(n for n in (self.schema, self.table) if n is not None)
             return f"PostgreSQL {_mask(self.postgres_dsn)}" + (f" ({where})" if where else "")
@@ -109,7 +112,7 @@ class StoreSpec:
         --db is an error: neither is created.
         """
         if self.redis_url is not None:
-            with _redis(self.redis_url, self.prefix) as store:
+            with _redis(self.redis_url, self.prefix, bool(self.redis_cluster)) as store:
                 yield store
         elif self.postgres_dsn is not None:
             with _postgres(self.postgres_dsn, self.schema, self.table) as store:
@@ -142,7 +145,7 @@ def open_sqlite(named: Path | None) -> contextlib.AbstractContextManager[Store]:
 _REDIS_SCHEMES = ("redis", "rediss", "unix")
 
 
-def _redis(url: str, prefix: str | None) -> contextlib.AbstractContextManager[Any]:
+def _redis(url: str, prefix: str | None, cluster: bool) -> contextlib.AbstractContextManager[Any]:
     scheme = urlsplit(url).scheme
     if scheme not in _REDIS_SCHEMES:
         raise click.BadParameter(
@@ -153,7 +156,7 @@ def _redis(url: str, prefix: str | None) -> contextlib.AbstractContextManager[An
     try:
         from ..stores.redis import RedisChatMemoryStore
 
-        return RedisChatMemoryStore(url, **_given(prefix=prefix))
+        return RedisChatMemoryStore(url, cluster=cluster, **_given(prefix=prefix))
     except ImportError as error:  # the extra is missing: its message says what to install
         raise click.ClickException(str(error)) from None
 
@@ -197,6 +200,12 @@ def store_options(command: F) -> F:
         db_option,
         click.option(
             "--redis-url", metavar="URL", help="Use Redis, e.g. redis://localhost:6379/0."
+        ),
+        click.option(
+            "--redis-cluster",
+            is_flag=True,
+            default=None,
+            help="The Redis URL is a node of a Redis Cluster (ids are on every primary).",
         ),
         click.option("--prefix", help="Key prefix of the Redis store [default: chatmemory:]."),
         click.option(

@@ -15,21 +15,27 @@ one Lua script touching only the window's rows (a reader that holds the current 
 so from one HGET); a commit is one Lua script that checks the
 version, appends rows, takes evicted seqs out of the window and bumps the version, so adding a
 message costs the same after 100 or 100,000 of them, and a write is applied whole or not at all.
+
+On a Redis Cluster the same scripts run on the primary serving the id's slot; where each command
+goes, on which kept connection, and what happens after MOVED, ASK or a failover is the route's
+business (`_redis_routes.py`). `min_replicas_acked` follows each commit with a WAIT on its
+connection.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import itertools
 import json
 import math
-import os
 import re
 import secrets
+import urllib.parse
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any, Literal, NoReturn
+from typing import Any, Literal, NoReturn
 
 from .._codec.langchain4j import message_to_json
 from .._contracts import (
@@ -50,22 +56,23 @@ from .._contracts import (
 )
 from .._errors import ConfigurationError, SerializationError, StoreError
 from ._basic import AsyncBasicContract, BasicContract
-from ._idle import Idle
+from ._redis_routes import AsyncClusterRoute, AsyncDirect, ClusterRoute, Direct
 from ._rows import FIX, MessageReader
 
 try:
     import redis
     import redis.asyncio
+    import redis.asyncio.cluster
+    import redis.cluster
     from redis.asyncio.retry import Retry as AsyncRetry
     from redis.backoff import ExponentialWithJitterBackoff
     from redis.retry import Retry
 except ImportError:  # the optional extra is not installed: the stores say so when constructed
     _redis_missing = True
+    _FAILURES: tuple[type[Exception], ...] = ()
 else:
     _redis_missing = False
-
-if TYPE_CHECKING:
-    from redis.commands.core import AsyncScript, Script
+    _FAILURES = (redis.RedisError, redis.exceptions.RedisClusterException)
 
 __all__ = ["AsyncRedisChatMemoryStore", "RedisChatMemoryStore"]
 
@@ -133,6 +140,8 @@ local evicted = tonumber(ARGV[4])
 local seq = tonumber(current[2]) or 0
 if (current[1] or '0') ~= ARGV[1] then
   if current[3] == ARGV[3] then
+    -- written again (unchanged), so a WAIT after this reply waits for this very commit
+    redis.call('HSET', KEYS[1], 'commit', ARGV[3])
     local appended = (#ARGV - 4 - evicted) / 3
     return {tonumber(current[1]), seq - appended, current[4]}
   end
@@ -442,6 +451,10 @@ def _memory_ids(prefix: bytes, keys: Iterable[bytes | str]) -> list[str]:
 
 def _where(client: object) -> str:
     """Where `client` connects, for messages and reprs (never its password)."""
+    nodes = getattr(getattr(client, "nodes_manager", None), "startup_nodes", None)
+    if nodes:  # a cluster client: the node it started from
+        node = next(iter(nodes.values()))
+        return f"redis://{node.host}:{node.port}/0 (cluster)"
     pool = getattr(client, "connection_pool", None)
     kwargs: dict[str, Any] = getattr(pool, "connection_kwargs", None) or {}
     db = kwargs.get("db", 0)
@@ -452,89 +465,21 @@ def _where(client: object) -> str:
     return type(client).__name__
 
 
-# --- direct connections -------------------------------------------------------------------------
+def close_client(client: redis.Redis | redis.cluster.RedisCluster) -> None:
+    """Close `client` and its sockets: a sync `RedisCluster` leaves its nodes' pools open
+    (each node's client was handed its pool), so they are disconnected here."""
+    client.close()
+    if isinstance(client, redis.cluster.RedisCluster):
+        for node in client.get_nodes():  # type: ignore[no-untyped-call]
+            if node.redis_connection is not None:
+                node.redis_connection.connection_pool.disconnect()
 
 
-class _Direct:
-    """Connections of the client's pool, kept checked out for the commands of a chat turn.
-
-    A window read (HGET of the version, or the load script) and a commit (the commit script)
-    go straight to a connection: redis-py's command path (a checkout from the pool and back,
-    the retry wrapper, observability hooks) costs about 50 µs per command in redis-py 8, more
-    than the round trip to a local server. The connections come from the client's own pool,
-    so its settings and limits hold; each is used by one caller at a time (idle ones wait in
-    a list, whose pop and append are atomic), and all go back to the pool on `close`. At most
-    a quarter of the pool's `max_connections` wait idle here, so the client's other commands
-    always find one (a pool of 1 to 3 gets every connection back after each call). After a
-    fork the parent's connections are left alone and new ones are taken.
-    """
-
-    __slots__ = ("_idle", "_pid", "_pool")
-
-    # Any: much of redis-py's connection API has no annotations
-    def __init__(self, pool: Any) -> None:
-        self._pool = pool
-        self._idle: Idle[Any] = Idle(getattr(pool, "max_connections", None))
-        self._pid = os.getpid()
-
-    def call(self, *args: Any) -> Any:
-        """The reply to one command, retried after connection errors as the client retries
-        (a retried commit is recognized by its token and not applied twice)."""
-        if self._pid != os.getpid():
-            self._idle.forget()
-            self._pid = os.getpid()
-        connection = self._idle.take()
-        if connection is None:
-            connection = self._pool.get_connection()
-
-        def once() -> Any:
-            connection.send_packed_command(connection.pack_command(*args))
-            return connection.read_response()
-
-        try:
-            return connection.retry.call_with_retry(once, lambda _: connection.disconnect())
-        finally:  # a failed connection reconnects when next used
-            if not self._idle.keep(connection):
-                self._pool.release(connection)
-
-    def close(self) -> None:
-        idle = self._idle.close()
-        if self._pid == os.getpid():
-            for connection in idle:
-                self._pool.release(connection)
-
-
-class _AsyncDirect:
-    """`_Direct` for redis.asyncio: one task at a time per connection, the same way."""
-
-    __slots__ = ("_idle", "_pool")
-
-    def __init__(self, pool: Any) -> None:
-        self._pool = pool
-        self._idle: Idle[Any] = Idle(getattr(pool, "max_connections", None))
-
-    async def call(self, *args: Any) -> Any:
-        """`_Direct.call`, awaited; a cancelled call leaves its connection disconnected."""
-        connection = self._idle.take()
-        if connection is None:
-            connection = await self._pool.get_connection()
-
-        async def once() -> Any:
-            await connection.send_packed_command(connection.pack_command(*args))
-            return await connection.read_response()
-
-        async def failed(_: Exception) -> None:
-            await connection.disconnect()
-
-        try:
-            return await connection.retry.call_with_retry(once, failed)
-        finally:
-            if not self._idle.keep(connection):
-                await self._pool.release(connection)
-
-    async def aclose(self) -> None:
-        for connection in self._idle.close():
-            await self._pool.release(connection)
+def _mask(url: str) -> str:
+    """`url` without its password."""
+    parts = urllib.parse.urlsplit(url)
+    netloc = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 
 
 # --- the stores ----------------------------------------------------------------------------------
@@ -543,7 +488,15 @@ class _AsyncDirect:
 class _RedisStore:
     """What the sync and async stores share: configuration, keys, errors, repr."""
 
-    def __init__(self, prefix: str, ttl: object, client: object) -> None:
+    def __init__(
+        self,
+        prefix: str,
+        ttl: object,
+        client: object,
+        min_replicas_acked: object,
+        replica_ack_timeout: object,
+        failover_timeout: object,
+    ) -> None:
         self._prefix = _check_prefix(prefix)
         self._ttl_ms = _ttl_ms(ttl)
         self._ttl = ttl
@@ -560,6 +513,14 @@ class _RedisStore:
         self._moving: set[str] = set()
         """Memory ids whose last check found a change (or whose commit lost a race): their
         next read runs the load script at once. A subset of the ids in `_key_cache`."""
+        self._replicas = _count_of("min_replicas_acked", min_replicas_acked)
+        self._wait: tuple[tuple[Any, ...], ...] = ()
+        """The WAIT sent after each commit on its connection (none when `_replicas` is 0)."""
+        if self._replicas:
+            timeout_ms = _seconds_of("replica_ack_timeout", replica_ack_timeout) * 1000
+            self._wait = (("WAIT", self._replicas, max(1, math.ceil(timeout_ms))),)
+        self._patience = _seconds_of("failover_timeout", failover_timeout)
+        self._cluster = False
 
     def _keys(self, memory_id: str) -> list[bytes]:
         """The keys of `memory_id` (validated on first use, then remembered: callers only read)."""
@@ -599,10 +560,21 @@ class _RedisStore:
             return since
         return _snapshot(memory_id, reply, self._read, since, errors)
 
-    def _after_commit(self, memory_id: str, reply: list[Any]) -> Committed | None:
-        committed = _committed(reply)
+    def _after_commit(self, memory_id: str, replies: list[Any]) -> Committed | None:
+        """The commit script's reply (and WAIT's, when asked: fewer replicas than
+        `min_replicas_acked` raise `StoreError`, the commit stays on the primary)."""
+        committed = _committed(replies[0])
         if committed is None:  # lost a race: the retry's read will find a change
             self._moving.add(memory_id)
+        elif self._wait and replies[1] < self._replicas:
+            raise StoreError(
+                f"the commit is stored on the primary, but {replies[1]} of the "
+                f"{self._replicas} replicas asked for (min_replicas_acked) acknowledged it "
+                f"within {self._wait[0][2]} ms: until one does, a failover could lose it. "
+                f"Check the replicas (INFO replication), or raise replica_ack_timeout",
+                store=self,
+                memory_id=memory_id,
+            )
         return committed
 
     def _commit_args(
@@ -624,10 +596,20 @@ class _RedisStore:
         )
 
     def _failure(self, action: str, memory_id: str | None, error: Exception) -> StoreError:
+        hint = "check that the server is running and reachable"
+        if isinstance(error, redis.exceptions.MovedError) and not self._cluster:
+            hint = (
+                "this server is a Redis Cluster node: pass cluster=True "
+                "(or a redis.cluster.RedisCluster client)"
+            )
+        elif self._cluster:
+            hint = (
+                f"check that the cluster's nodes are running and reachable (a failover is "
+                f"waited out for failover_timeout={self._patience:g} s)"
+            )
         return StoreError(
             f"Redis at {self._where} failed to {action} ({type(error).__name__}: "
-            f"{str(error).rstrip('.')}); check that the server is running and reachable. "
-            f"A write is applied whole or not at all",
+            f"{str(error).rstrip('.')}); {hint}. A write is applied whole or not at all",
             store=self,
             memory_id=memory_id,
         )
@@ -638,13 +620,62 @@ class _RedisStore:
             raise self._closed_error(action, memory_id)
         try:
             yield
-        except redis.RedisError as error:
+        except _FAILURES as error:
             raise self._failure(action, memory_id, error) from error
 
     def __repr__(self) -> str:
         ttl = "" if self._ttl is None else f", ttl={self._ttl!r}"
         prefix = self._prefix.decode()
         return f"{type(self).__name__}({self._where!r}, prefix={prefix!r}{ttl})"
+
+
+def _count_of(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigurationError(f"`{name}` must be an int of 0 or more, got {value!r}")
+    return value
+
+
+def _seconds_of(name: str, value: object) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (value > 0 and math.isfinite(value))
+    ):
+        raise ConfigurationError(f"`{name}` must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+class _Script:
+    """A Lua script and its SHA1, for EVALSHA (EVAL when the server does not know it yet)."""
+
+    __slots__ = ("sha", "source")
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.sha = hashlib.sha1(source.encode()).hexdigest()
+
+    def evalsha(self, keys: list[bytes], args: Sequence[Any]) -> tuple[Any, ...]:
+        return ("EVALSHA", self.sha, len(keys), *keys, *args)
+
+    def eval(self, keys: list[bytes], args: Sequence[Any]) -> tuple[Any, ...]:
+        return ("EVAL", self.source, len(keys), *keys, *args)
+
+
+_LOAD_SCRIPT = _Script(_LOAD)
+_COMMIT_SCRIPT = _Script(_COMMIT)
+_HISTORY_SCRIPT = _Script(_HISTORY)
+
+
+def _wrong_client(store: str, client: object) -> str | None:
+    """Why `client` does not fit `store` (None when it does)."""
+    sync = store == "RedisChatMemoryStore"
+    fits = (redis.Redis, redis.cluster.RedisCluster)
+    other = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
+    if isinstance(client, other if sync else fits):
+        twin = "AsyncRedisChatMemoryStore" if sync else "RedisChatMemoryStore"
+        name = f"{type(client).__module__}.{type(client).__name__}"
+        return f"`client` is a {name}; use {twin} with it"
+    return None
 
 
 class RedisChatMemoryStore(_RedisStore, BasicContract, WindowStore, HistoryStore):
@@ -659,6 +690,16 @@ class RedisChatMemoryStore(_RedisStore, BasicContract, WindowStore, HistoryStore
     (seconds or a timedelta) makes every key of a memory id expire that long after its last
     write; each write starts the countdown again, reads do not.
 
+    On a Redis Cluster, pass `cluster=True` with the URL of any node (as
+    `redis.cluster.RedisCluster.from_url` takes it), or a `RedisCluster` as `client`. Each
+    memory id's keys share one slot; its commands go to that slot's primary, follow MOVED and
+    ASK, and wait out a failover for up to `failover_timeout` seconds. `memory_ids` and
+    `summaries` scan every primary.
+
+    `min_replicas_acked=n` makes each commit wait (Redis `WAIT`, up to `replica_ack_timeout`
+    seconds) until n replicas have it, and raise `StoreError` when fewer did: replication is
+    asynchronous, so without it a commit acknowledged just before its primary dies can be lost.
+
     Redis failures raise `StoreError` naming the memory id. A store made from `url` retries a
     command up to 3 times after a connection error (a client passed in retries as configured);
     a commit whose reply was lost and that is retried is recognized and not applied twice.
@@ -668,32 +709,54 @@ class RedisChatMemoryStore(_RedisStore, BasicContract, WindowStore, HistoryStore
         self,
         url: str = DEFAULT_URL,
         *,
-        client: redis.Redis | None = None,
+        client: redis.Redis | redis.cluster.RedisCluster | None = None,
+        cluster: bool = False,
         prefix: str = DEFAULT_PREFIX,
         ttl: float | timedelta | None = None,
+        min_replicas_acked: int = 0,
+        replica_ack_timeout: float = 1.0,
+        failover_timeout: float = 10.0,
     ) -> None:
         _require_redis(type(self).__name__)
-        if isinstance(client, redis.asyncio.Redis):
-            raise ConfigurationError(
-                "`client` is a redis.asyncio.Redis; use AsyncRedisChatMemoryStore with it"
-            )
-        super().__init__(prefix, ttl, client)
-        self._client: redis.Redis = (
-            redis.Redis.from_url(url, retry=Retry(*_retry_policy())) if client is None else client
+        wrong = _wrong_client(type(self).__name__, client)
+        if wrong is not None:
+            raise ConfigurationError(wrong)
+        super().__init__(
+            prefix, ttl, client, min_replicas_acked, replica_ack_timeout, failover_timeout
         )
-        self._where = _where(self._client)
-        self._direct = _Direct(self._client.connection_pool)
-        self._load: Script = self._client.register_script(_LOAD)
-        self._commit: Script = self._client.register_script(_COMMIT)
-        self._read_history: Script = self._client.register_script(_HISTORY)
+        if client is None:
+            client = self._connect(url, cluster)
+        self._client: redis.Redis | redis.cluster.RedisCluster = client
+        self._where = _where(client)
+        self._route: Direct | ClusterRoute
+        if isinstance(client, redis.cluster.RedisCluster):
+            self._cluster = True
+            self._route = ClusterRoute(client, self._patience)
+        elif cluster:
+            raise ConfigurationError(
+                "cluster=True needs a redis.cluster.RedisCluster as `client` (or a url)"
+            )
+        else:
+            self._route = Direct(client.connection_pool)
 
-    def _run(self, script: Script, keys: list[bytes], args: list[Any]) -> Any:
-        """EVALSHA `script` on the four `keys` on a direct connection (see `_Direct`); it
-        loads the script if the server lost it."""
+    def _connect(self, url: str, cluster: bool) -> redis.Redis | redis.cluster.RedisCluster:
+        if not cluster:
+            return redis.Redis.from_url(url, retry=Retry(*_retry_policy()))
+        try:  # a cluster client learns the slot map now
+            return redis.cluster.RedisCluster.from_url(url, retry=Retry(*_retry_policy()))
+        except _FAILURES as error:
+            self._where = _mask(url)
+            raise self._failure("join the cluster", None, error) from error
+
+    def _run(self, script: _Script, keys: list[bytes], args: list[Any], wait: bool = False) -> Any:
+        """`script` on the four `keys`, on the route's kept connection (see `Direct`), and
+        the WAIT of `min_replicas_acked` after a commit: the replies. EVALSHA, or EVAL when
+        the server lost the script."""
+        extra = self._wait if wait else ()
         try:
-            return self._direct.call("EVALSHA", script.sha, 4, *keys, *args)
+            return self._route.send(keys[0], (script.evalsha(keys, args), *extra))
         except redis.exceptions.NoScriptError:
-            return script(keys=keys, args=args)
+            return self._route.send(keys[0], (script.eval(keys, args), *extra))
 
     def load_window(
         self, memory_id: str, *, since: WindowSnapshot | None = None, errors: Errors = "raise"
@@ -709,11 +772,13 @@ class RedisChatMemoryStore(_RedisStore, BasicContract, WindowStore, HistoryStore
             if (
                 since is not None
                 and self._asks_version_first(memory_id)
-                and self._unchanged(memory_id, since, self._direct.call("HGET", keys[0], "version"))
+                and self._unchanged(
+                    memory_id, since, self._route.send(keys[0], _version_of(keys))[0]
+                )
             ):
                 return since
-            reply = self._run(self._load, keys, _load_args(since))
-        except redis.RedisError as error:
+            reply = self._run(_LOAD_SCRIPT, keys, _load_args(since))[0]
+        except _FAILURES as error:
             raise self._failure("read the window", memory_id, error) from error
         return self._loaded(memory_id, reply, since, errors)
 
@@ -730,36 +795,38 @@ class RedisChatMemoryStore(_RedisStore, BasicContract, WindowStore, HistoryStore
         if self._closed:
             raise self._closed_error("commit the window", memory_id)
         try:
-            reply = self._run(self._commit, keys, args)
-        except redis.RedisError as error:
+            replies = self._run(_COMMIT_SCRIPT, keys, args, wait=True)
+        except _FAILURES as error:
             raise self._failure("commit the window", memory_id, error) from error
-        return self._after_commit(memory_id, reply)
+        return self._after_commit(memory_id, replies)
 
     def delete_messages(self, memory_id: str) -> None:
         keys = self._keys(memory_id)
         with self._failing("delete the memory", memory_id):
-            self._client.delete(*keys)
+            self._route.send(keys[0], (("DEL", *keys),))
 
     def history(self, memory_id: str, *, errors: Errors = "raise") -> list[HistoryEntry]:
         """Every message ever added to `memory_id`, oldest first (reads the whole history)."""
         keys = self._keys(memory_id)
         check_errors(errors)
         with self._failing("read the history", memory_id):
-            reply = self._read_history(keys=keys)
+            reply = self._run(_HISTORY_SCRIPT, keys, [])[0]
         return _history(memory_id, reply, errors, self._read)
 
     def memory_ids(self) -> list[str]:
         """The memory ids under this store's prefix, sorted.
 
-        This SCANs the whole database (cost grows with every key in it, not only ours) without
-        blocking the server; ids written or deleted meanwhile may or may not be listed.
+        This SCANs the whole database (on a cluster, every primary; the cost grows with every
+        key there, not only ours) without blocking the server; ids written or deleted
+        meanwhile may or may not be listed.
         """
         with self._failing("list the memory ids"):
             keys = list(self._client.scan_iter(match=_meta_pattern(self._prefix), count=1000))
         return _memory_ids(self._prefix, keys)
 
     def summaries(self) -> list[MemorySummary]:
-        """Per memory id, counted by Redis (HLEN, ZCARD): a SCAN, then one pipelined trip."""
+        """Per memory id, counted by Redis (HLEN, ZCARD): a SCAN (of every primary, on a
+        cluster), then one pipelined trip (per primary)."""
         with self._failing("summarize the memories"):
             keys = list(self._client.scan_iter(match=_meta_pattern(self._prefix), count=1000))
             pipe = self._client.pipeline(transaction=False)
@@ -772,9 +839,9 @@ class RedisChatMemoryStore(_RedisStore, BasicContract, WindowStore, HistoryStore
         """Close the connections, unless the client was passed in (its owner closes it).
         Every later call raises `StoreError`."""
         self._closed = True
-        self._direct.close()  # back to the pool, which a passed-in client's owner closes
+        self._route.close()  # back to the pool, which a passed-in client's owner closes
         if self._owns_client:
-            self._client.close()
+            close_client(self._client)
 
 
 class AsyncRedisChatMemoryStore(
@@ -782,41 +849,59 @@ class AsyncRedisChatMemoryStore(
 ):
     """`RedisChatMemoryStore` for asyncio, on `redis.asyncio`; same keys, so both can share data.
 
-    Pass `client`, a `redis.asyncio.Redis`, to configure the connection yourself; the store then
-    neither owns nor closes it. Close the store with `await store.aclose()` or `async with`.
+    Pass `client`, a `redis.asyncio.Redis` (or `redis.asyncio.cluster.RedisCluster`), to
+    configure the connection yourself; the store then neither owns nor closes it. `cluster`,
+    `min_replicas_acked`, `replica_ack_timeout` and `failover_timeout` as in
+    `RedisChatMemoryStore`. Close the store with `await store.aclose()` or `async with`.
     """
 
     def __init__(
         self,
         url: str = DEFAULT_URL,
         *,
-        client: redis.asyncio.Redis | None = None,
+        client: redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster | None = None,
+        cluster: bool = False,
         prefix: str = DEFAULT_PREFIX,
         ttl: float | timedelta | None = None,
+        min_replicas_acked: int = 0,
+        replica_ack_timeout: float = 1.0,
+        failover_timeout: float = 10.0,
     ) -> None:
         _require_redis(type(self).__name__)
-        if isinstance(client, redis.Redis):
-            raise ConfigurationError(
-                "`client` is a sync redis.Redis; use RedisChatMemoryStore with it"
-            )
-        super().__init__(prefix, ttl, client)
-        self._client: redis.asyncio.Redis = (
-            redis.asyncio.Redis.from_url(url, retry=AsyncRetry(*_retry_policy()))
-            if client is None
-            else client
+        wrong = _wrong_client(type(self).__name__, client)
+        if wrong is not None:
+            raise ConfigurationError(wrong)
+        super().__init__(
+            prefix, ttl, client, min_replicas_acked, replica_ack_timeout, failover_timeout
         )
-        self._where = _where(self._client)
-        self._direct = _AsyncDirect(self._client.connection_pool)
-        self._load: AsyncScript = self._client.register_script(_LOAD)
-        self._commit: AsyncScript = self._client.register_script(_COMMIT)
-        self._read_history: AsyncScript = self._client.register_script(_HISTORY)
+        if client is None and cluster:  # it learns the slot map when first used
+            client = redis.asyncio.cluster.RedisCluster.from_url(
+                url, retry=AsyncRetry(*_retry_policy())
+            )
+        elif client is None:
+            client = redis.asyncio.Redis.from_url(url, retry=AsyncRetry(*_retry_policy()))
+        self._client: redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster = client
+        self._where = _where(client)
+        self._route: AsyncDirect | AsyncClusterRoute
+        if isinstance(client, redis.asyncio.cluster.RedisCluster):
+            self._cluster = True
+            self._route = AsyncClusterRoute(client, self._patience)
+        elif cluster:
+            raise ConfigurationError(
+                "cluster=True needs a redis.asyncio.cluster.RedisCluster as `client` (or a url)"
+            )
+        else:
+            self._route = AsyncDirect(client.connection_pool)
 
-    async def _run(self, script: AsyncScript, keys: list[bytes], args: list[Any]) -> Any:
+    async def _run(
+        self, script: _Script, keys: list[bytes], args: list[Any], wait: bool = False
+    ) -> Any:
         """`RedisChatMemoryStore._run`, awaited."""
+        extra = self._wait if wait else ()
         try:
-            return await self._direct.call("EVALSHA", script.sha, 4, *keys, *args)
+            return await self._route.send(keys[0], (script.evalsha(keys, args), *extra))
         except redis.exceptions.NoScriptError:
-            return await script(keys=keys, args=args)
+            return await self._route.send(keys[0], (script.eval(keys, args), *extra))
 
     async def load_window(
         self, memory_id: str, *, since: WindowSnapshot | None = None, errors: Errors = "raise"
@@ -830,12 +915,12 @@ class AsyncRedisChatMemoryStore(
                 since is not None
                 and self._asks_version_first(memory_id)
                 and self._unchanged(
-                    memory_id, since, await self._direct.call("HGET", keys[0], "version")
+                    memory_id, since, (await self._route.send(keys[0], _version_of(keys)))[0]
                 )
             ):
                 return since
-            reply = await self._run(self._load, keys, _load_args(since))
-        except redis.RedisError as error:
+            reply = (await self._run(_LOAD_SCRIPT, keys, _load_args(since)))[0]
+        except _FAILURES as error:
             raise self._failure("read the window", memory_id, error) from error
         return self._loaded(memory_id, reply, since, errors)
 
@@ -852,33 +937,35 @@ class AsyncRedisChatMemoryStore(
         if self._closed:
             raise self._closed_error("commit the window", memory_id)
         try:
-            reply = await self._run(self._commit, keys, args)
-        except redis.RedisError as error:
+            replies = await self._run(_COMMIT_SCRIPT, keys, args, wait=True)
+        except _FAILURES as error:
             raise self._failure("commit the window", memory_id, error) from error
-        return self._after_commit(memory_id, reply)
+        return self._after_commit(memory_id, replies)
 
     async def delete_messages(self, memory_id: str) -> None:
         keys = self._keys(memory_id)
         with self._failing("delete the memory", memory_id):
-            await self._client.delete(*keys)
+            await self._route.send(keys[0], (("DEL", *keys),))
 
     async def history(self, memory_id: str, *, errors: Errors = "raise") -> list[HistoryEntry]:
         """Every message ever added to `memory_id`, oldest first (reads the whole history)."""
         keys = self._keys(memory_id)
         check_errors(errors)
         with self._failing("read the history", memory_id):
-            reply = await self._read_history(keys=keys)
+            reply = (await self._run(_HISTORY_SCRIPT, keys, []))[0]
         return _history(memory_id, reply, errors, self._read)
 
     async def memory_ids(self) -> list[str]:
-        """The memory ids under this store's prefix, sorted (a SCAN of the whole database)."""
+        """The memory ids under this store's prefix, sorted (a SCAN of the whole database; on
+        a cluster, of every primary)."""
         pattern = _meta_pattern(self._prefix)
         with self._failing("list the memory ids"):
             keys = [key async for key in self._client.scan_iter(match=pattern, count=1000)]
         return _memory_ids(self._prefix, keys)
 
     async def summaries(self) -> list[MemorySummary]:
-        """Per memory id, counted by Redis (HLEN, ZCARD): a SCAN, then one pipelined trip."""
+        """Per memory id, counted by Redis (HLEN, ZCARD): a SCAN (of every primary, on a
+        cluster), then one pipelined trip (per primary)."""
         pattern = _meta_pattern(self._prefix)
         with self._failing("summarize the memories"):
             keys = [key async for key in self._client.scan_iter(match=pattern, count=1000)]
@@ -892,6 +979,11 @@ class AsyncRedisChatMemoryStore(
         """Close the connections, unless the client was passed in (its owner closes it).
         Every later call raises `StoreError`."""
         self._closed = True
-        await self._direct.aclose()  # back to the pool, which a passed-in client's owner closes
+        await self._route.close()  # back to the pool, which a passed-in client's owner closes
         if self._owns_client:
             await self._client.aclose()
+
+
+def _version_of(keys: list[bytes]) -> tuple[tuple[Any, ...]]:
+    """The one command that reads the version of the memory id whose `keys` these are."""
+    return (("HGET", keys[0], "version"),)

@@ -1,7 +1,8 @@
 """`RedisRecordStore`: working memory in Redis (``pip install 'chatmemory[redis]'``).
 
 Each record is one HASH (`text`, `version`) under ``{prefix}{key}``; a save is one Lua script
-that checks the version and writes, so concurrent updates serialize.
+that checks the version and writes, so concurrent updates serialize. A record is one key, so on
+a Redis Cluster each lives whole in one slot and its script declares it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ return current + 1
 
 class RedisRecordStore:
     """Records in Redis: ``RedisRecordStore("redis://localhost:6379/0")`` or a `client`
-    (a ``redis.Redis``). `prefix` namespaces the keys."""
+    (a ``redis.Redis`` or ``redis.cluster.RedisCluster``). `prefix` namespaces the keys.
+    On a Redis Cluster, pass ``cluster=True`` with the URL of any node."""
 
     def __init__(
         self,
@@ -31,9 +33,11 @@ class RedisRecordStore:
         *,
         client: Any = None,
         prefix: str = "chatmemory:working:",
+        cluster: bool = False,
     ) -> None:
         try:
             import redis
+            import redis.cluster
         except ImportError as error:
             raise ImportError(
                 f"RedisRecordStore needs the redis package: pip install 'chatmemory[redis]' "
@@ -41,9 +45,16 @@ class RedisRecordStore:
             ) from error
         if (url is None) == (client is None):
             raise ConfigurationError("RedisRecordStore takes a url or a client (one)")
+        self._errors: tuple[type[Exception], ...] = (
+            redis.RedisError,
+            redis.exceptions.RedisClusterException,
+        )
         self._owns = client is None
-        self._redis = client if client is not None else redis.Redis.from_url(str(url))
-        self._errors: tuple[type[Exception], ...] = (redis.RedisError,)
+        if client is None:
+            with failures(self, self._errors, "reach", prefix):  # a cluster is asked its map now
+                made = redis.cluster.RedisCluster if cluster else redis.Redis
+                client = made.from_url(str(url))
+        self._redis = client
         self.prefix = prefix
         self._save = self._redis.register_script(_SAVE)
 
@@ -70,4 +81,6 @@ class RedisRecordStore:
 
     def close(self) -> None:
         if self._owns:
-            self._redis.close()
+            from ..stores.redis import close_client
+
+            close_client(self._redis)
