@@ -38,6 +38,7 @@ from .._errors import ConfigurationError, OutputParsingError, shorten
 from .._json_schema import response_schema
 from .._messages import AiMessage
 from .._typing import is_optional, is_union
+from .._validation import explain
 from ..models import ChatResponse, ResponseFormat
 from ._output_text import bare, bare_fence, json_candidates, line_items
 
@@ -218,13 +219,7 @@ def _most_telling(errors: list[ValidationError]) -> ValidationError:
 
 
 def _explain(error: ValidationError) -> str:
-    parts = []
-    for detail in error.errors(include_url=False)[:5]:
-        where = ".".join(str(part) for part in detail["loc"])
-        got = shorten(repr(detail["input"]), 60) if detail["type"] != "json_invalid" else ""
-        text = detail["msg"] + (f" (got {got})" if got else "")
-        parts.append(f"{where}: {text}" if where else text)
-    return "; ".join(parts)
+    return explain(error, shown=5, quote_input=True)
 
 
 def _display(annotation: object) -> str:

@@ -57,6 +57,7 @@ from .._messages import (
 )
 from .._threads import in_thread, run_coroutine
 from .._typing import is_optional
+from .._validation import explain
 from ..models import ToolSpecification
 from ._contracts import (
     ReturnBehavior,
@@ -751,20 +752,12 @@ def _repaired(text: str) -> str:
     return re.sub(r",\s*([}\]])", r"\1", text)
 
 
-def _explain(error: pydantic.ValidationError, shown: int = 5) -> str:
-    """The first `shown` problems, for the model; a count of the rest."""
-    problems = []
-    items = error.errors(include_url=False)
-    for item in items[:shown]:
-        where = ".".join(str(part) for part in item["loc"]) or "arguments"
-        if item["type"] == "extra_forbidden":
-            message = "this tool takes no such argument; leave it out"
-        else:
-            message = item["msg"]
-        problems.append(shorten(f"{where}: {message}"))
-    if len(items) > shown:
-        problems.append(f"and {len(items) - shown} more")
-    return "; ".join(problems)
+def _explain(error: pydantic.ValidationError) -> str:
+    """The first problems, for the model; a count of the rest."""
+    return explain(error, whole="arguments", shown=5, cut=True, say=_SAY)
+
+
+_SAY = {"extra_forbidden": "this tool takes no such argument; leave it out"}
 
 
 def tools_of(item: object) -> list[FunctionTool]:

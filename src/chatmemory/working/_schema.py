@@ -13,6 +13,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from .._errors import ConfigurationError
+from .._validation import explain
 
 __all__ = ["Invalid", "JsonSchemaRecord", "ModelRecord", "RecordSchema", "record_schema"]
 
@@ -66,12 +67,7 @@ class ModelRecord(RecordSchema, Generic[M]):
         try:
             return self._adapter.validate_python(value)
         except ValidationError as error:
-            raise Invalid(
-                "; ".join(
-                    f"{'.'.join(map(str, e['loc'])) or 'the record'}: {e['msg']}"
-                    for e in error.errors()
-                )
-            ) from None
+            raise Invalid(explain(error, whole="the record")) from None
 
     def load(self, text: str) -> M:
         return self._adapter.validate_json(text)
