@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -661,3 +662,12 @@ def test_tool_choice_is_sent_in_openais_form(
     server.reply(Reply(body=completion("ok")))
     model.chat(ChatRequest([UserMessage("Hi")], tools=[WEATHER], tool_choice=choice))
     assert server.requests[0].body["tool_choice"] == sent
+
+
+def test_tool_metadata_is_never_sent(server: FakeServer, model: OpenAiChatModel) -> None:
+    server.reply(Reply(body=completion("ok")), Reply(body=completion("ok")))
+    tagged = dataclasses.replace(WEATHER, metadata={"team": "payments"})
+    model.chat(ChatRequest([UserMessage("hi")], tools=[WEATHER]))
+    model.chat(ChatRequest([UserMessage("hi")], tools=[tagged]))
+    assert server.requests[1].body["tools"] == server.requests[0].body["tools"]
+    assert "payments" not in json.dumps(server.requests[1].body)

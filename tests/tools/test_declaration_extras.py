@@ -234,3 +234,14 @@ def test_require_descriptions_passes_when_everything_is_described() -> None:
         return "ok"
 
     assert tool_from(forecast).specification.name == "forecast"
+
+
+def test_tool_metadata_goes_on_the_specification() -> None:
+    @tool(metadata={"team": "payments", "risk": 3})
+    def refund(order: str) -> str:
+        """Refund an order."""
+        return "refunded"
+
+    spec = tool_from(refund).specification
+    assert spec.metadata == {"team": "payments", "risk": 3}
+    assert tool_from(refund, metadata={"risk": 1}).specification.metadata == {"risk": 1}

@@ -40,7 +40,9 @@ class ToolSpecification:
     """A tool the model may call: its name, what it does, and its arguments as a JSON schema.
 
     `parameters` is the JSON schema of the arguments object (an empty object schema by default);
-    `strict=True` asks providers that support it to follow the schema exactly.
+    `strict=True` asks providers that support it to follow the schema exactly. `metadata` is
+    the application's (LangChain4j's tool metadata: a team, a cost, a risk level), read by its
+    own code (providers, listeners, guardrails) and never sent to the model.
     """
 
     name: str
@@ -49,6 +51,7 @@ class ToolSpecification:
         default_factory=lambda: FrozenDict({"type": "object", "properties": {}})
     )
     strict: bool | None = None
+    metadata: Mapping[str, Any] = field(default_factory=FrozenDict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -63,6 +66,7 @@ class ToolSpecification:
             self, "parameters", _schema(self.parameters, "ToolSpecification.parameters")
         )
         _optional_bool(self.strict, "ToolSpecification.strict")
+        object.__setattr__(self, "metadata", _schema(self.metadata, "ToolSpecification.metadata"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -27,7 +27,7 @@ import inspect
 import json
 import re
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import (
     Annotated,
     Any,
@@ -129,6 +129,7 @@ class ToolDeclaration:
     require_descriptions: bool = False
     limits: ToolLimits = dataclasses.field(default_factory=ToolLimits)
     requires_approval: bool = False
+    metadata: Mapping[str, Any] | None = None
     compiled: dict[bool, _Compiled] = dataclasses.field(default_factory=dict, compare=False)
 
 
@@ -149,6 +150,7 @@ def tool(
     retries: int | None = None,
     timeout: float | None = None,
     requires_approval: bool = False,
+    metadata: Mapping[str, Any] | None = None,
 ) -> Callable[[F], F]: ...
 
 
@@ -164,6 +166,7 @@ def tool(
     retries: int | None = None,
     timeout: float | None = None,
     requires_approval: bool = False,
+    metadata: Mapping[str, Any] | None = None,
 ) -> Any:
     """Mark a function or method as a tool: ``@tool``, ``@tool("What it does")``,
     ``@tool(name="get_weather", return_behavior="immediate", strict=True)``. The function is
@@ -173,7 +176,8 @@ def tool(
     `ModelRetry`, or its arguments did not fit), and how many seconds a call of it may take.
     ``requires_approval=True`` stops a service call before the tool runs, until someone
     approves or denies it (`ApprovalRequired`, `service.resume`). ``require_descriptions=True``
-    refuses the declaration when a parameter the model sees has no description."""
+    refuses the declaration when a parameter the model sees has no description. `metadata`
+    goes on the tool's `ToolSpecification` for the application's own code, never to the model."""
     if callable(function_or_description) or isinstance(function_or_description, classmethod):
         return _mark(function_or_description, ToolDeclaration(None, None, "to_model", None))
     if function_or_description is not None and not isinstance(function_or_description, str):
@@ -192,6 +196,7 @@ def tool(
         declaration,
         limits=ToolLimits(retries, timeout),
         requires_approval=bool(requires_approval),
+        metadata=metadata,
     )
     return lambda function: _mark(function, declaration)
 
@@ -254,6 +259,7 @@ def tool_from(
     retries: int | None = None,
     timeout: float | None = None,
     requires_approval: bool | None = None,
+    metadata: Mapping[str, Any] | None = None,
 ) -> FunctionTool:
     """A tool from a function not decorated with `@tool` (a library's, a lambda-free helper), a
     `functools.partial` (the arguments it binds are not shown to the model) or a callable object
@@ -282,7 +288,13 @@ def tool_from(
     )
     approval = marked.requires_approval if requires_approval is None else requires_approval
     return FunctionTool(
-        function, dataclasses.replace(declared, limits=limits, requires_approval=bool(approval))
+        function,
+        dataclasses.replace(
+            declared,
+            limits=limits,
+            requires_approval=bool(approval),
+            metadata=metadata if metadata is not None else marked.metadata,
+        ),
     )
 
 
@@ -404,6 +416,7 @@ def _compile(function: Callable[..., Any], declared: ToolDeclaration, bound: boo
         description=description,
         parameters=_parameters_schema(schema, declared.strict, where),
         strict=declared.strict,
+        metadata=declared.metadata or {},
     )
     returns = hints.get("return", inspect.Signature.empty)
     return _Compiled(
