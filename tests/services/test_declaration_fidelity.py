@@ -201,3 +201,43 @@ def test_the_callers_names_never_shadow_the_declaring_modules() -> None:
         return ai_service(Shop, chat_model=ScriptedChatModel(["7"]))
 
     assert elsewhere().price("tea") == 7
+
+
+def test_a_structured_prompt_renders_itself_as_the_user_message() -> None:
+    import dataclasses as dc
+
+    from chatmemory.services import structured_prompt
+
+    @structured_prompt(["Create a recipe of a {{dish}}", "using only {{ingredients}}."])
+    @dc.dataclass
+    class RecipePrompt:
+        dish: str
+        ingredients: list[str]
+
+    @structured_prompt("Summarize {{text}} in {{words}} words.")
+    class SummaryPrompt(BaseModel):
+        text: str
+        words: int
+
+    class Chef(Protocol):
+        def recipe(self, prompt: RecipePrompt) -> str: ...
+
+        def summary(self, prompt: SummaryPrompt) -> str: ...
+
+    model = ScriptedChatModel(["Salad.", "Short."])
+    chef = ai_service(Chef, chat_model=model)
+    chef.recipe(RecipePrompt("salad", ["cucumber", "tomato"]))
+    chef.summary(SummaryPrompt(text="the news", words=10))
+    assert model.requests[0].messages[-1] == UserMessage(
+        "Create a recipe of a salad\nusing only ['cucumber', 'tomato']."
+    )
+    assert model.requests[1].messages[-1] == UserMessage("Summarize the news in 10 words.")
+    with pytest.raises(ConfigurationError, match="uses cuisine, which Dish has no field for"):
+
+        @structured_prompt("A {{cuisine}} dish")
+        @dc.dataclass
+        class Dish:
+            name: str
+
+    with pytest.raises(ConfigurationError, match="goes on a dataclass or a pydantic model"):
+        structured_prompt("{{x}}")(int)

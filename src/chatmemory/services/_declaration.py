@@ -41,6 +41,7 @@ from ._markers import (
     UserId,
     UserName,
     V,
+    structured_text,
 )
 from ._output import OutputSpec, output_spec
 from ._results import AsyncTokenStream, Result, TokenStream
@@ -533,7 +534,10 @@ def user_message_of(
                 )
             found = _as_contents(value)
             if found is None:
-                found = [TextContent(value if isinstance(value, str) else str(value))]
+                structured = structured_text(value)
+                if structured is None:
+                    structured = value if isinstance(value, str) else str(value)
+                found = [TextContent(structured)]
             contents.extend(found)
         elif param.role is Role.CONTENTS and value is not None:
             found = _as_contents(value)

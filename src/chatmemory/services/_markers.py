@@ -12,12 +12,13 @@ renames a template variable (every parameter is a variable under its own name al
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from .._errors import ConfigurationError
-from .._prompts import Clock, PromptTemplate
+from .._prompts import _BUILT_INS, Clock, PromptTemplate
 from ..models._values import ToolChoice, check_tool_choice
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "UserName",
     "V",
     "moderate",
+    "structured_prompt",
     "system_message",
     "tool_choice",
     "user_message",
@@ -97,6 +99,7 @@ SYSTEM: Final = "__chatmemory_system_message__"
 USER: Final = "__chatmemory_user_message__"
 MODERATE: Final = "__chatmemory_moderate__"
 TOOL_CHOICE: Final = "__chatmemory_tool_choice__"
+STRUCTURED: Final = "__chatmemory_structured_prompt__"
 
 
 def _source(
@@ -180,3 +183,58 @@ def tool_choice(choice: ToolChoice) -> Callable[[F], F]:
     """
     check_tool_choice(choice)
     return _mark(TOOL_CHOICE, choice)
+
+
+C = TypeVar("C", bound=type)
+
+
+def structured_prompt(
+    text: str | Sequence[str], *, delimiter: str = "\n", clock: Clock | None = None
+) -> Callable[[C], C]:
+    """Make a dataclass or pydantic model a prompt (LangChain4j's ``@StructuredPrompt``): passed
+    as a method's user message, an instance renders the template with its fields.
+
+    ```python
+    @structured_prompt("Create a recipe of a {{dish}} using only {{ingredients}}")
+    @dataclass
+    class RecipePrompt:
+        dish: str
+        ingredients: list[str]
+    ```
+
+    The template's variables are checked against the fields when the class is decorated.
+    """
+    template = _source("User", text, delimiter, None).load(clock)
+
+    def decorate(cls: C) -> C:
+        fields = _fields_of(cls)
+        unknown = sorted(template.variables - set(fields) - set(_BUILT_INS))
+        if unknown:
+            raise ConfigurationError(
+                f"@structured_prompt on {cls.__name__}: the template uses "
+                f"{', '.join(unknown)}, which {cls.__name__} has no field for"
+            )
+        setattr(cls, STRUCTURED, template)
+        return cls
+
+    return decorate
+
+
+def _fields_of(cls: type) -> list[str]:
+    if dataclasses.is_dataclass(cls):
+        return [f.name for f in dataclasses.fields(cls)]
+    model_fields = getattr(cls, "model_fields", None)
+    if isinstance(model_fields, dict):
+        return list(model_fields)
+    raise ConfigurationError(
+        f"@structured_prompt goes on a dataclass or a pydantic model, got {cls!r}"
+    )
+
+
+def structured_text(value: object) -> str | None:
+    """The user message text a structured prompt renders, None for any other value."""
+    template = getattr(type(value), STRUCTURED, None)
+    if not isinstance(template, PromptTemplate):
+        return None
+    fields = {name: getattr(value, name) for name in _fields_of(type(value))}
+    return template.apply(fields).text
