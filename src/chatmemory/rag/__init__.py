@@ -42,6 +42,7 @@ from ._embeddings import (
     cosine_similarity,
     relevance_score,
 )
+from ._filter_parser import FilterSyntaxError, SqlFilterParser, parse_filter
 from ._filters import Filter, MetadataKey, key
 from ._hashing import HashingEmbeddingModel
 from ._in_memory import InMemoryEmbeddingStore
@@ -116,6 +117,7 @@ __all__ = [
     "EmbeddingStoreContentRetriever",
     "ExpandingQueryTransformer",
     "Filter",
+    "FilterSyntaxError",
     "FullTextContentRetriever",
     "FullTextSearch",
     "HashingEmbeddingModel",
@@ -144,6 +146,7 @@ __all__ = [
     "ScoringModel",
     "SearxngWebSearchEngine",
     "SentenceSplitter",
+    "SqlFilterParser",
     "SqliteEmbeddingStore",
     "TextSegment",
     "WebSearchContentRetriever",
@@ -153,6 +156,7 @@ __all__ = [
     "cosine_similarity",
     "key",
     "load_document",
+    "parse_filter",
     "recursive_splitter",
     "relevance_score",
 ]
