@@ -304,6 +304,38 @@ def test_fusion_keeps_every_content_once(lists: list[list[str]]) -> None:
     assert sorted(fused) == sorted({x for items in lists for x in items})
 
 
+def scored(text: str, score: float, **metadata: Any) -> Content:
+    return Content(TextSegment(text), {ContentKey.SCORE: score, **metadata})
+
+
+def test_a_fused_list_carries_the_fused_score_and_each_sources_own() -> None:
+    """BM25 scores (19.9) and cosines (0.755) are never compared: the fused score orders the
+    list, and each source's score stays as detail, None where the source did not find it."""
+    words = [scored("zlib.html", 19.9, embedding_id="h"), scored("zlib.md", 18.7)]
+    meaning = [scored("manual.html", 0.755), scored("zlib.md", 0.61)]
+    fused = ReciprocalRankFuser().fuse([words, meaning])
+    assert texts(fused) == ["zlib.md", "zlib.html", "manual.html"]
+    assert [f.score for f in fused] == pytest.approx([1 / 62 + 1 / 62, 1 / 61, 1 / 61])
+    assert [f.metadata[ContentKey.SOURCE_SCORES] for f in fused] == [
+        (18.7, 0.61),
+        (19.9, None),
+        (None, 0.755),
+    ]
+    assert fused[1].metadata["embedding_id"] == "h"  # the rest of the metadata is kept
+    scores = [f.score or 0 for f in fused]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_one_list_is_nothing_to_fuse_and_keeps_its_scores() -> None:
+    alone = [scored("A", 0.9), scored("B", 0.8)]
+    assert [f.metadata for f in ReciprocalRankFuser().fuse([alone])] == [
+        {ContentKey.SCORE: 0.9},
+        {ContentKey.SCORE: 0.8},
+    ]
+    one_query = {Query("q"): [alone]}
+    assert [f.score for f in DefaultContentAggregator().aggregate(one_query)] == [0.9, 0.8]
+
+
 def test_the_default_aggregator_fuses_per_query_then_across_queries() -> None:
     q1, q2 = Query("one"), Query("two")
     found = {q1: [[c("A"), c("B")], [c("B")]], q2: [[c("C"), c("A")]]}
@@ -438,6 +470,17 @@ def test_full_text_and_hybrid_retrievers() -> None:
     hybrid = HybridContentRetriever(store, model, max_results=2)
     both = hybrid.retrieve(Query("rails wheels"))
     assert texts(both)[0] == "Trains run on rails with many wheels."
+    by_words = hybrid.text.retrieve(Query("rails wheels"))
+    assert hybrid.vectors is not None
+    by_meaning = hybrid.vectors.retrieve(Query("rails wheels"))
+    top = both[0]
+    ranks = [found.index(top) + 1 for found in (by_words, by_meaning)]
+    assert top.score == pytest.approx(sum(1 / (60 + rank) for rank in ranks))
+    assert top.metadata[ContentKey.SOURCE_SCORES] == (
+        by_words[ranks[0] - 1].score,  # BM25
+        by_meaning[ranks[1] - 1].score,  # cosine relevance, 0..1
+    )
+    assert (both[1].score or 0) <= (top.score or 0)
     assert texts(asyncio.run(hybrid.aretrieve(Query("rails wheels")))) == texts(both)
     words_only = HybridContentRetriever(store, max_results=1)
     assert texts(words_only.retrieve(Query("float"))) == ["Boats float on water."]
