@@ -33,8 +33,10 @@ from chatmemory.rag import (
     EmbeddingSearchRequest,
     EmbeddingStoreContentRetriever,
     ExpandingQueryTransformer,
+    FilterSyntaxError,
     FullTextContentRetriever,
     HybridContentRetriever,
+    LanguageModelFilterBuilder,
     LanguageModelQueryRouter,
     Query,
     QueryMetadata,
@@ -258,6 +260,73 @@ def test_the_model_router_falls_back(answer: Any, fallback: Any) -> None:
         assert router.route(Query("q")) == expected
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "kind = 'bike'",
+        "SELECT * FROM segments WHERE kind = 'bike';",
+        "```sql\nSELECT * FROM segments WHERE kind = 'bike'\n```",
+        "Here is the query:\nSELECT * FROM segments WHERE kind = 'bike'\nIt keeps bikes.",
+    ],
+)
+def test_the_model_states_the_filter_a_query_implies(answer: str) -> None:
+    """LangChain4j's LanguageModelSqlFilterBuilder: the model writes SQL, the parser reads it,
+    and the retriever searches only what passes."""
+    store, embedder = filled(DOCS)
+    chat = ScriptedChatModel([answer])
+    builder = LanguageModelFilterBuilder(
+        chat, {"kind": ("VARCHAR", "one of bike, car, boat, train"), "year": "INTEGER"}
+    )
+    retriever = EmbeddingStoreContentRetriever(store, embedder, filter=builder, max_results=4)
+    assert texts(retriever.retrieve(Query("what has wheels for my bike"))) == [
+        "Bikes have two wheels and pedals."
+    ]
+    prompt = prompt_of(chat, 0)
+    assert "CREATE TABLE segments (\n    kind VARCHAR, -- one of bike, car, boat, train\n" in prompt
+    assert "    year INTEGER,\n)" in prompt
+    assert "Question: what has wheels for my bike" in prompt
+
+
+@pytest.mark.parametrize(
+    ("answer", "on_error", "expected"),
+    [
+        ("NONE", "fail", None),
+        ("year >= 2021 AND kind != 'car'", "fail", key("year").gte(2021) & key("kind").ne("car")),
+        ("kind = ", "no_filter", None),
+        ("I cannot write SQL for that.", "no_filter", None),
+        ("SELECT * FROM segments WHERE kind = ", "no_filter", None),
+        (ModelError("down", retriable=True), "no_filter", None),
+        ("kind = ", "fail", ModelBehaviourError),
+        ("SELECT * FROM segments WHERE kind = ", "fail", FilterSyntaxError),
+        (ModelError("down", retriable=True), "fail", ModelError),
+    ],
+)
+def test_the_filter_builder_without_a_readable_answer(
+    answer: Any, on_error: Any, expected: Any
+) -> None:
+    builder = LanguageModelFilterBuilder(
+        ScriptedChatModel([answer, answer]), {"kind": "VARCHAR"}, on_error=on_error
+    )
+    if isinstance(expected, type):
+        with pytest.raises(expected):
+            builder(Query("q"))
+        with pytest.raises(expected):
+            asyncio.run(builder.abuild(Query("q")))
+    else:
+        assert builder(Query("q")) == expected
+        assert asyncio.run(builder.abuild(Query("q"))) == expected
+
+
+def test_the_filter_builder_refuses_bad_settings() -> None:
+    model = ScriptedChatModel([])
+    with pytest.raises(ConfigurationError, match="metadata keys as columns"):
+        LanguageModelFilterBuilder(model, {})
+    with pytest.raises(ConfigurationError, match="`on_error` is"):
+        LanguageModelFilterBuilder(model, {"a": "INT"}, on_error="ignore")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="needs a chat model"):
+        LanguageModelFilterBuilder(object(), {"a": "INT"})
+
+
 def test_the_model_router_routes_by_numbers() -> None:
     a, b = Fixed("a"), Fixed("b")
     model = ScriptedChatModel(["2", " 2 , 1 ,2"])
@@ -324,6 +393,8 @@ def test_a_fused_list_carries_the_fused_score_and_each_sources_own() -> None:
     assert fused[1].metadata["embedding_id"] == "h"  # the rest of the metadata is kept
     scores = [f.score or 0 for f in fused]
     assert scores == sorted(scores, reverse=True)
+    twice = ReciprocalRankFuser().fuse([[scored("A", 0.9), scored("A", 0.2)], []])
+    assert twice[0].metadata[ContentKey.SOURCE_SCORES] == (0.9, None)  # its first score
 
 
 def test_one_list_is_nothing_to_fuse_and_keeps_its_scores() -> None:
