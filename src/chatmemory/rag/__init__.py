@@ -47,6 +47,7 @@ from ._filters import Filter, MetadataKey, key
 from ._hashing import HashingEmbeddingModel
 from ._in_memory import InMemoryEmbeddingStore
 from ._ingest import Ingestor, IngestProgress, IngestReport
+from ._input_types import InputType, PrefixedEmbeddingModel
 from ._rerank import RerankScoringModel
 from ._retrievers import (
     EmbeddingStoreContentRetriever,
@@ -127,6 +128,7 @@ __all__ = [
     "IngestProgress",
     "IngestReport",
     "Ingestor",
+    "InputType",
     "LanguageModelFilterBuilder",
     "LanguageModelQueryRouter",
     "LineSplitter",
@@ -136,6 +138,7 @@ __all__ = [
     "OpenAiEmbeddingModel",
     "ParagraphSplitter",
     "PgVectorEmbeddingStore",
+    "PrefixedEmbeddingModel",
     "Query",
     "QueryMetadata",
     "QueryRouter",

@@ -17,6 +17,7 @@ from ._embeddings import (
     FullTextSearch,
 )
 from ._filters import Filter
+from ._input_types import aembed, embed
 from ._values import Content, ContentKey, Query
 
 __all__ = ["EmbeddingStoreContentRetriever", "FullTextContentRetriever", "HybridContentRetriever"]
@@ -41,7 +42,8 @@ def _content(match: EmbeddingMatch) -> Content | None:
 class EmbeddingStoreContentRetriever:
     """The segments whose embeddings are nearest the query's: at most `max_results` (3), with a
     relevance score of at least `min_score` (0.0), passing `filter`. Each setting may be a
-    function of the query."""
+    function of the query. The query is embedded as a query (`InputType`), for the models
+    that tell queries from documents."""
 
     def __init__(
         self,
@@ -78,16 +80,12 @@ class EmbeddingStoreContentRetriever:
         )
 
     def retrieve(self, query: Query) -> list[Content]:
-        [embedding] = self.embedding_model.embed_all([query.text])
+        [embedding] = embed(self.embedding_model, [query.text], "query")
         result = self.store.search(self._request(query, embedding))
         return [c for c in map(_content, result.matches) if c is not None]
 
     async def aretrieve(self, query: Query) -> list[Content]:
-        aembed = getattr(self.embedding_model, "aembed_all", None)
-        if aembed is not None:
-            [embedding] = await aembed([query.text])
-        else:
-            [embedding] = await asyncio.to_thread(self.embedding_model.embed_all, [query.text])
+        [embedding] = await aembed(self.embedding_model, [query.text], "query")
         request = self._request(query, embedding)
         asearch = getattr(self.store, "asearch", None)
         result = (
