@@ -317,6 +317,22 @@ def test_the_filter_builder_without_a_readable_answer(
         assert asyncio.run(builder.abuild(Query("q"))) == expected
 
 
+def test_the_filter_builder_asks_once_per_query() -> None:
+    """A hybrid retriever searches twice (words, vectors) with one filter: one model call."""
+    store, embedder = filled(DOCS)
+    chat = ScriptedChatModel(["kind = 'boat'", "kind = 'car'"])
+    builder = LanguageModelFilterBuilder(chat, {"kind": "VARCHAR"})
+    hybrid = HybridContentRetriever(store, embedder, filter=builder, max_results=4)
+    assert texts(hybrid.retrieve(Query("float on water"))) == ["Boats float on water."]
+    assert asyncio.run(hybrid.aretrieve(Query("float on water"))) == [
+        Content(TextSegment(*DOCS[2]))
+    ]
+    assert len(chat.requests) == 1
+    assert asyncio.run(builder.abuild(Query("engines"))) == key("kind").eq("car")
+    assert asyncio.run(builder.abuild(Query("engines"))) == key("kind").eq("car")
+    assert len(chat.requests) == 2
+
+
 def test_the_filter_builder_refuses_bad_settings() -> None:
     model = ScriptedChatModel([])
     with pytest.raises(ConfigurationError, match="metadata keys as columns"):

@@ -7,6 +7,7 @@ the ones written here build the model request and read the answer once, so both 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Literal, Protocol, runtime_checkable
 
@@ -317,8 +318,10 @@ class LanguageModelFilterBuilder(_ModelStage):
     means no filter; an answer that cannot be read (or a model error) means no filter too,
     unless `on_error` is ``"fail"``.
 
-    Called as a filter setting, the model is asked synchronously, also by `aretrieve`; call
-    `abuild` yourself where blocking the event loop matters."""
+    The model is asked once per query: the answer for the last query is kept, so a hybrid
+    retriever's two searches (full text and vectors) share one call. Called as a filter
+    setting, the model is asked synchronously, also by `aretrieve`; call `abuild` yourself
+    where blocking the event loop matters."""
 
     def __init__(
         self,
@@ -343,6 +346,8 @@ class LanguageModelFilterBuilder(_ModelStage):
             lines.append(f"    {name} {kind}," + (f" -- {comment}" if comment else ""))
         self.create_table_statement = f"CREATE TABLE {table} (\n" + "\n".join(lines) + "\n)"
         self.on_error = on_error
+        self._last: tuple[Query, Filter | None] | None = None
+        self._lock = threading.Lock()
 
     def __call__(self, query: Query) -> Filter | None:
         return self.build(query)
@@ -373,18 +378,31 @@ class LanguageModelFilterBuilder(_ModelStage):
             raise error
         return None
 
+    def _known(self, query: Query) -> tuple[bool, Filter | None]:
+        last = self._last
+        return (True, last[1]) if last is not None and last[0] == query else (False, None)
+
     def build(self, query: Query) -> Filter | None:
         """The filter the model states for `query` (None for no filter)."""
-        try:
-            return self._read(self._ask(self._prepare(query)))
-        except Exception as error:
-            return self._fall_back(error)
+        with self._lock:  # a hybrid retriever's searches may ask at once: one call
+            known, condition = self._known(query)
+            if not known:
+                try:
+                    condition = self._read(self._ask(self._prepare(query)))
+                except Exception as error:
+                    condition = self._fall_back(error)
+                self._last = (query, condition)
+            return condition
 
     async def abuild(self, query: Query) -> Filter | None:
-        try:
-            return self._read(await self._aask(self._prepare(query)))
-        except Exception as error:
-            return self._fall_back(error)
+        known, condition = self._known(query)
+        if not known:
+            try:
+                condition = self._read(await self._aask(self._prepare(query)))
+            except Exception as error:
+                condition = self._fall_back(error)
+            self._last = (query, condition)
+        return condition
 
 
 _FENCE = re.compile(r"```(?:sql)?", re.IGNORECASE)
