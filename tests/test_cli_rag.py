@@ -51,9 +51,51 @@ def test_ingest_then_ask_shows_passages_without_a_chat_model(docs: Path, home: P
 
     found = run("ask", "How long do refunds take?", "--max-results", "1").output
     assert found.startswith("no chat model configured: the passages retrieval found are\n")
-    assert "[1] refunds.md (score " in found
+    assert f"[1] {docs / 'refunds.md'} (score " in found  # the path, not only the file name
     assert "Refunds take five business days." in found
     assert "Parcels" not in found
+
+
+def test_ask_lists_sources_by_fused_score_with_each_searchs_own(docs: Path) -> None:
+    """BM25 and cosine scores are never mixed: the fused score orders the list, and the full
+    text and vector scores are shown beside it."""
+    (docs / "more").mkdir()
+    (docs / "more" / "refunds.md").write_text("Refunds of gift cards take a week.\n")
+    run("ingest", docs)
+    found = run("ask", "How long do refunds take?", "--max-results", "3").output
+    heads = [line for line in found.splitlines() if line.startswith("[")]
+    assert len(heads) == 3
+    assert {head.split(" (")[0].split("] ")[1] for head in heads} == {
+        str(docs / "refunds.md"),
+        str(docs / "more" / "refunds.md"),
+        str(docs / "shipping.html"),
+    }
+    scores = [float(head.split("(score ")[1].split(":")[0].rstrip(")")) for head in heads]
+    assert scores == sorted(scores, reverse=True)
+    assert all(score < 1 / 30 for score in scores)  # reciprocal rank: at most 2/61
+    assert "full text " in heads[0]
+    assert "vectors " in heads[0]
+
+
+def test_ask_filter_searches_only_what_passes(docs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run("ingest", docs)
+    monkeypatch.chdir(docs)  # sources under the working directory are shown relative to it
+    only = run("ask", "refunds", "--filter", "file_name = 'shipping.html'").output
+    heads = [line for line in only.splitlines() if line.startswith("[")]
+    assert [head.split(" (")[0] for head in heads] == ["[1] shipping.html"]
+    contains = run("ask", "refunds", "--filter", "source LIKE '%refunds%'").output
+    assert "[1] refunds.md (score" in contains
+    assert "shipping" not in contains
+    nothing = run("ask", "refunds", "--filter", "page > 1").output
+    assert "nothing ingested matches the question" in nothing
+
+
+def test_ask_refuses_a_filter_it_cannot_read_with_the_position() -> None:
+    out = run("ask", "refunds", "--filter", "file_name = 'a.md' AND (", code=2).output
+    assert "Invalid value for --filter" in out
+    assert "at character 24" in out
+    assert "file_name LIKE 'a%'" not in out
+    assert "only '%text%'" in run("ask", "x", "--filter", "file_name LIKE 'a%'", code=2).output
 
 
 def test_ingest_fails_when_every_file_failed(tmp_path: Path, home: Path) -> None:
@@ -258,3 +300,18 @@ def test_ask_prints_the_answer_as_it_streams(docs: Path, monkeypatch: pytest.Mon
     streamed = [p for p in printed if 0 < len(p) < len(answer)]
     assert len(streamed) >= 3  # words were out while the model was still making the next ones
     assert "five business days" in model.requests[0].messages[-1].text  # type: ignore[union-attr,operator]
+
+
+def test_a_source_without_a_path_or_a_second_score_is_still_named() -> None:
+    from chatmemory._cli.ask import _scores, _source
+    from chatmemory.rag import Content, ContentKey, TextSegment
+
+    bare = Content(TextSegment("x", {"file_name": "a.pdf", "page": 3}), {ContentKey.SCORE: 0.5})
+    assert _source(bare) == "a.pdf p.3"
+    assert _scores(bare) == "score 0.5"
+    elsewhere = Content(TextSegment("x", {"source": "/elsewhere/a.md"}))
+    assert _source(elsewhere) == "/elsewhere/a.md"
+    words_only = Content(
+        TextSegment("x"), {ContentKey.SCORE: 1 / 61, ContentKey.SOURCE_SCORES: (19.9, None)}
+    )
+    assert _scores(words_only) == "score 0.0164: full text 19.9"

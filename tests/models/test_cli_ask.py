@@ -26,7 +26,7 @@ def test_ask_answers_from_the_ingested_passages(server: FakeServer, tmp_path: Pa
     question = ["ask", "How long do refunds take?", "--db", db, "--show-sources"]
     result = runner.invoke(cli, [*question, "--base-url", url, "--model", "gpt-4o-mini"])
     assert result.exit_code == 0, result.output
-    assert result.output.startswith("Five business days.\n[1] refunds.md (score ")
+    assert result.output.startswith(f"Five business days.\n[1] {docs / 'refunds.md'} (score ")
     [request] = server.requests
     sent = request.body["messages"][-1]["content"]
     assert sent.startswith("How long do refunds take?")

@@ -149,3 +149,42 @@ def test_bad_input_is_refused_before_any_call(server: FakeServer) -> None:
     with pytest.raises(ConfigurationError, match="`batch_size` must be a positive int"):
         model(server, batch_size=0)
     assert server.requests == []
+
+
+def test_input_types_are_sent_to_servers_that_distinguish_them(server: FakeServer) -> None:
+    """Cohere's compatibility API, NVIDIA NIM or a proxy to Voyage take an `input_type`: the
+    retriever's queries go as queries, everything else as documents."""
+    from chatmemory.rag import EmbeddingStoreContentRetriever, InMemoryEmbeddingStore, Query
+
+    server.reply(answer([1.0, 0.0]), answer([1.0, 0.0]), answer([0.0, 1.0]))
+    embedder = model(server, input_types={"query": "search_query", "document": "search_document"})
+    store = InMemoryEmbeddingStore()
+    store.add_all(embedder.embed_all(["a doc"]))
+    EmbeddingStoreContentRetriever(store, embedder).retrieve(Query("a question"))
+
+    async def main() -> None:
+        try:
+            await embedder.aembed_all(["q"], input_type="query")
+        finally:
+            await embedder.aclose()
+
+    asyncio.run(main())
+    embedder.close()
+    assert [r.body["input_type"] for r in server.requests] == [
+        "search_document",
+        "search_query",
+        "search_query",
+    ]
+    server.reply(answer([1.0, 0.0]))
+    plain = model(server)
+    plain.embed_all(["plain"], input_type="query")  # OpenAI's own: none sent
+    plain.close()
+    assert "input_type" not in server.requests[-1].body
+
+
+@pytest.mark.parametrize(
+    "input_types", [{"query": "q"}, {"query": "q", "document": ""}, ["query", "document"]]
+)
+def test_input_types_name_both(server: FakeServer, input_types: object) -> None:
+    with pytest.raises(ConfigurationError, match="`input_types` names what the server calls"):
+        model(server, input_types=input_types)

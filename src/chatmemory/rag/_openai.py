@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._codec.invalid import describe
@@ -20,6 +20,7 @@ from ..models._openai_clients import OpenAiClients, require_openai
 from ..models._sdk import mapped_errors
 from ..models._wire import answer_object, json_array, json_index, json_object
 from ._embeddings import Embedding
+from ._input_types import InputType
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI, OpenAI
@@ -38,7 +39,12 @@ class OpenAiEmbeddingModel:
     text-embedding-3 models for shorter vectors; `dimension` is known without a call for
     OpenAI's models and `dimensions`, and is otherwise measured with one call on first use.
     `base_url`, `api_key`, `timeout`, `max_retries`, `client` and `async_client` work as in
-    `OpenAiChatModel`; what fails raises `ModelError`."""
+    `OpenAiChatModel`; what fails raises `ModelError`.
+
+    `input_types` names, for servers that embed queries and documents differently behind this
+    protocol (Cohere's compatibility API, NVIDIA NIM, a LiteLLM proxy to Voyage), the
+    ``input_type`` each is sent with: ``{"query": "search_query", "document":
+    "search_document"}``. Without it no input type is sent (OpenAI's models have none)."""
 
     def __init__(
         self,
@@ -53,8 +59,19 @@ class OpenAiEmbeddingModel:
         max_retries: int = 2,
         client: OpenAI | None = None,
         async_client: AsyncOpenAI | None = None,
+        input_types: Mapping[InputType, str] | None = None,
     ) -> None:
         require_openai("OpenAiEmbeddingModel")
+        if input_types is not None and (
+            not isinstance(input_types, Mapping)
+            or set(input_types) != {"query", "document"}
+            or not all(isinstance(v, str) and v for v in input_types.values())
+        ):
+            raise ConfigurationError(
+                "`input_types` names what the server calls a query and a document: "
+                f"{{'query': 'search_query', 'document': 'search_document'}}, got {input_types!r}"
+            )
+        self.input_types = None if input_types is None else dict(input_types)
         if not isinstance(model, str) or not model:
             raise ConfigurationError(f"`model` must be a non-empty str, got {model!r}")
         for name, value in (("dimensions", dimensions), ("batch_size", batch_size)):
@@ -94,7 +111,7 @@ class OpenAiEmbeddingModel:
     async def aclose(self) -> None:
         await self._clients.aclose()
 
-    def _arguments(self, texts: Sequence[str]) -> dict[str, Any]:
+    def _arguments(self, texts: Sequence[str], input_type: InputType | None) -> dict[str, Any]:
         # Given (as the SDK would add it), `encoding_format` makes the SDK hand over the answer
         # as it came: its own decoding fails on answers that are not the protocol's. `_read`
         # decodes and checks.
@@ -105,21 +122,29 @@ class OpenAiEmbeddingModel:
         }
         if self.dimensions is not None:
             arguments["dimensions"] = self.dimensions
+        if self.input_types is not None:  # documents unless told: what code unaware stores
+            arguments["extra_body"] = {"input_type": self.input_types[input_type or "document"]}
         return arguments
 
-    def embed_all(self, texts: Sequence[str]) -> list[Embedding]:
+    def embed_all(
+        self, texts: Sequence[str], *, input_type: InputType | None = None
+    ) -> list[Embedding]:
         out: list[Embedding] = []
         for batch in _batches(texts, self.batch_size):
+            arguments = self._arguments(batch, input_type)
             with mapped_errors(self._clients.errors, self.model):
-                answer = self._clients.sync().embeddings.create(**self._arguments(batch))
+                answer = self._clients.sync().embeddings.create(**arguments)
                 out.extend(self._read(batch, answer))
         return out
 
-    async def aembed_all(self, texts: Sequence[str]) -> list[Embedding]:
+    async def aembed_all(
+        self, texts: Sequence[str], *, input_type: InputType | None = None
+    ) -> list[Embedding]:
         out: list[Embedding] = []
         for batch in _batches(texts, self.batch_size):
+            arguments = self._arguments(batch, input_type)
             with mapped_errors(self._clients.errors, self.model):
-                answer = await self._clients.async_().embeddings.create(**self._arguments(batch))
+                answer = await self._clients.async_().embeddings.create(**arguments)
                 out.extend(self._read(batch, answer))
         return out
 

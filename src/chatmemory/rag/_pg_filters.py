@@ -31,7 +31,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from .._errors import ConfigurationError
-from ._filters import And, Compare, Filter, In, Not, Or
+from ._filters import And, Compare, Contains, Filter, In, Not, Or
 
 __all__ = ["filter_sql", "json_text", "jsonb"]
 
@@ -68,6 +68,12 @@ def _sql(condition: Filter, column: sql.Identifier, params: list[Any]) -> sql.Co
         ).format(c=column)
     if isinstance(condition, Compare):
         return _compare(condition, column, params)
+    if isinstance(condition, Contains):  # strpos, not LIKE: '%' and '_' in the value are text
+        params.extend([condition.key, condition.key, condition.value])
+        return sql.SQL(
+            "(CASE WHEN jsonb_typeof({c} -> %s) = 'string' "
+            "THEN strpos({c} ->> %s, %s) > 0 ELSE false END)"
+        ).format(c=column)
     raise ConfigurationError(f"{condition!r} is not a filter this store can translate")
 
 

@@ -17,6 +17,7 @@ from ._embeddings import (
     FullTextSearch,
 )
 from ._filters import Filter
+from ._input_types import aembed, embed
 from ._listeners import ListenedRetriever
 from ._values import Content, ContentKey, Query
 
@@ -42,7 +43,8 @@ def _content(match: EmbeddingMatch) -> Content | None:
 class EmbeddingStoreContentRetriever(ListenedRetriever):
     """The segments whose embeddings are nearest the query's: at most `max_results` (3), with a
     relevance score of at least `min_score` (0.0), passing `filter`. Each setting may be a
-    function of the query. `listeners` are told of each retrieval."""
+    function of the query. The query is embedded as a query (`InputType`), for the models
+    that tell queries from documents. `listeners` are told of each retrieval."""
 
     def __init__(
         self,
@@ -81,16 +83,12 @@ class EmbeddingStoreContentRetriever(ListenedRetriever):
         )
 
     def _retrieve(self, query: Query) -> list[Content]:
-        [embedding] = self.embedding_model.embed_all([query.text])
+        [embedding] = embed(self.embedding_model, [query.text], "query")
         result = self.store.search(self._request(query, embedding))
         return [c for c in map(_content, result.matches) if c is not None]
 
     async def _aretrieve(self, query: Query) -> list[Content]:
-        aembed = getattr(self.embedding_model, "aembed_all", None)
-        if aembed is not None:
-            [embedding] = await aembed([query.text])
-        else:
-            [embedding] = await asyncio.to_thread(self.embedding_model.embed_all, [query.text])
+        [embedding] = await aembed(self.embedding_model, [query.text], "query")
         request = self._request(query, embedding)
         asearch = getattr(self.store, "asearch", None)
         result = (

@@ -6,6 +6,8 @@ the ones written here build the model request and read the answer once, so both 
 
 from __future__ import annotations
 
+import re
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Literal, Protocol, runtime_checkable
 
@@ -13,6 +15,7 @@ from .._errors import ConfigurationError, ModelBehaviourError, shorten
 from .._messages import AiMessage, ChatMessage, UserMessage
 from .._prompts import PromptTemplate
 from ..models import ChatRequest, ChatResponse
+from ._filters import Filter
 from ._values import Content, Query
 
 __all__ = [
@@ -23,6 +26,7 @@ __all__ = [
     "DefaultQueryRouter",
     "DefaultQueryTransformer",
     "ExpandingQueryTransformer",
+    "LanguageModelFilterBuilder",
     "LanguageModelQueryRouter",
     "QueryRouter",
     "QueryTransformer",
@@ -288,3 +292,118 @@ class LanguageModelQueryRouter(_ModelStage):
             return self._read(await self._aask(self._prepare(query)))
         except Exception as error:
             return self._fall_back(error)
+
+
+FILTER_PROMPT = """\
+Write a SQL query on this table whose WHERE condition keeps only the rows the question is about.
+{{create_table_statement}}
+Use only these columns; strings in single quotes; the operators =, !=, <, <=, >, >=, IN,
+NOT IN, BETWEEN, LIKE '%text%', AND, OR, NOT. When the question names no condition on these
+columns, answer NONE. Answer with the SQL query only.
+
+Question: {{query}}"""
+
+OnError = Literal["no_filter", "fail"]
+
+
+class LanguageModelFilterBuilder(_ModelStage):
+    """Lets the model state the metadata filter a query implies, as SQL (LangChain4j's
+    `LanguageModelSqlFilterBuilder`, "self-querying"): give it as a retriever's `filter`,
+    ``EmbeddingStoreContentRetriever(store, model, filter=builder)``, and "how do I brighten my
+    iPhone?" searches only ``product = 'iPhone'``.
+
+    `columns` describes the metadata as table columns: ``{"product": ("VARCHAR", "one of
+    iPhone, iPad, MacBook")}``. The answer is read by `SqlFilterParser`, after taking it out of
+    a code fence or the prose around a ``SELECT ... WHERE`` when needed. An answer of NONE
+    means no filter; an answer that cannot be read (or a model error) means no filter too,
+    unless `on_error` is ``"fail"``.
+
+    The model is asked once per query: the answer for the last query is kept, so a hybrid
+    retriever's two searches (full text and vectors) share one call. Called as a filter
+    setting, the model is asked synchronously, also by `aretrieve`; call `abuild` yourself
+    where blocking the event loop matters."""
+
+    def __init__(
+        self,
+        chat_model: object,
+        columns: Mapping[str, tuple[str, str] | str],
+        *,
+        table: str = "segments",
+        on_error: OnError = "no_filter",
+        prompt: str | PromptTemplate = FILTER_PROMPT,
+    ) -> None:
+        super().__init__(chat_model, prompt, "LanguageModelFilterBuilder")
+        if not isinstance(columns, Mapping) or not columns:
+            raise ConfigurationError(
+                "LanguageModelFilterBuilder needs the metadata keys as columns: "
+                "{'product': ('VARCHAR', 'one of iPhone, iPad')}"
+            )
+        if on_error not in ("no_filter", "fail"):
+            raise ConfigurationError(f"`on_error` is 'no_filter' or 'fail', got {on_error!r}")
+        lines = []
+        for name, column in columns.items():
+            kind, comment = (column, "") if isinstance(column, str) else column
+            lines.append(f"    {name} {kind}," + (f" -- {comment}" if comment else ""))
+        self.create_table_statement = f"CREATE TABLE {table} (\n" + "\n".join(lines) + "\n)"
+        self.on_error = on_error
+        self._last: tuple[Query, Filter | None] | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, query: Query) -> Filter | None:
+        return self.build(query)
+
+    def _prepare(self, query: Query) -> ChatRequest:
+        return self._request(
+            {"create_table_statement": self.create_table_statement, "query": query.text}
+        )
+
+    def _read(self, answer: str) -> Filter | None:
+        from ._filter_parser import parse_filter
+
+        cleaned = _FENCE.sub("", answer).strip().rstrip(";").strip()
+        if cleaned.upper() in ("NONE", ""):
+            return None
+        try:
+            return parse_filter(cleaned)
+        except ConfigurationError as error:
+            found = _SELECT.search(answer)
+            if found is None:
+                raise ModelBehaviourError(
+                    f"the model answered {shorten(answer)!r}, not a SQL condition: {error}"
+                ) from None
+            return parse_filter(found.group().strip())
+
+    def _fall_back(self, error: Exception) -> Filter | None:
+        if self.on_error == "fail":
+            raise error
+        return None
+
+    def _known(self, query: Query) -> tuple[bool, Filter | None]:
+        last = self._last
+        return (True, last[1]) if last is not None and last[0] == query else (False, None)
+
+    def build(self, query: Query) -> Filter | None:
+        """The filter the model states for `query` (None for no filter)."""
+        with self._lock:  # a hybrid retriever's searches may ask at once: one call
+            known, condition = self._known(query)
+            if not known:
+                try:
+                    condition = self._read(self._ask(self._prepare(query)))
+                except Exception as error:
+                    condition = self._fall_back(error)
+                self._last = (query, condition)
+            return condition
+
+    async def abuild(self, query: Query) -> Filter | None:
+        known, condition = self._known(query)
+        if not known:
+            try:
+                condition = self._read(await self._aask(self._prepare(query)))
+            except Exception as error:
+                condition = self._fall_back(error)
+            self._last = (query, condition)
+        return condition
+
+
+_FENCE = re.compile(r"```(?:sql)?", re.IGNORECASE)
+_SELECT = re.compile(r"SELECT\b[^`;]*?\bWHERE\b[^`;\n]*", re.IGNORECASE)

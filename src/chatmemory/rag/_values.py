@@ -70,7 +70,11 @@ class ContentKey:
     """Keys of `Content.metadata`."""
 
     SCORE = "score"
-    """The retriever's relevance score (0..1 for embedding stores)."""
+    """The retriever's relevance score (0..1 for embedding stores); in a list fused from
+    several, the fused score (reciprocal rank), on one scale for the whole list."""
+    SOURCE_SCORES = "source_scores"
+    """In a list fused from several: the score the content had in each of them, in their order
+    (None where it was not found): the full-text score and the vector one of a hybrid search."""
     RERANKED_SCORE = "reranked_score"
     """The scoring model's score, after re-ranking."""
     EMBEDDING_ID = "embedding_id"
