@@ -1,0 +1,174 @@
+"""The vectors of a SQLite embedding table kept again in chunks, so that a new process reads the
+whole matrix in a few BLOB reads instead of one row at a time (`SqliteEmbeddingStore`)."""
+
+from __future__ import annotations
+
+import bisect
+import sqlite3
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from ._vectors import VectorIndex
+
+__all__ = ["Chunks"]
+
+SIZE = 4096
+"""Rows in a full chunk (6 MB at 384 dimensions)."""
+
+
+class Chunks:
+    """``<table>_vectors``: chunk number, row count, the rowids (int64) and the float32 vectors of
+    up to `SIZE` rows, in rowid order, written from the store's cache in the transaction of the
+    write that changed the rows: new rows become a new chunk (small chunks at the end are
+    merged, so single adds cost amortised O(log n) rewritten rows), a chunk that lost rows is
+    written again without them (its old bytes are zeroed: ``secure_delete``), so a removed
+    vector does not stay in the file.
+
+    The table can always overrule them: a trigger counts the updates any program makes to the
+    table (``<table>_state``), and the chunks are used only when they were written at the
+    current count, every row they hold is still there and every other row lies above them."""
+
+    def __init__(self, table: str) -> None:
+        self.table = table
+        self._chunks: list[tuple[int, int, int]] | None = None
+        """(chunk number, first rowid, last rowid) of each chunk, when they are known to be in
+        step with the store's cache; None: written again whole at the next write."""
+
+    def create(self, db: sqlite3.Connection) -> None:
+        t = self.table
+        for statement in (
+            f"""CREATE TABLE IF NOT EXISTS {t}_vectors (
+                chunk INTEGER PRIMARY KEY,
+                size INTEGER NOT NULL,
+                rowids BLOB NOT NULL,
+                vectors BLOB NOT NULL
+            )""",
+            f"CREATE TABLE IF NOT EXISTS {t}_state (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+            f"""CREATE TRIGGER IF NOT EXISTS {t}_au AFTER UPDATE ON {t}
+            BEGIN
+                INSERT INTO {t}_state (name, value) VALUES ('updates', 1)
+                ON CONFLICT (name) DO UPDATE SET value = value + 1;
+            END""",
+        ):
+            db.execute(statement)
+
+    def forget(self) -> None:
+        """The chunks are no longer known to match the cache: written whole at the next write."""
+        self._chunks = None
+
+    def read(self, db: sqlite3.Connection, count: int) -> VectorIndex | None:
+        """The vectors of the chunks as an index, when they are in step with the table (which
+        holds `count` rows; rows above the chunks are the caller's to read), else None."""
+        self._chunks = None
+        state = dict(db.execute(f"SELECT name, value FROM {self.table}_state").fetchall())
+        if state.get("chunked") != state.get("updates", 0):
+            return None
+        sizes = db.execute(
+            f"SELECT chunk, size FROM {self.table}_vectors ORDER BY chunk"
+        ).fetchall()
+        total = sum(size for _, size in sizes)
+        if not total:
+            return None
+        keys = np.empty(total, dtype=np.int64)
+        vectors: npt.NDArray[np.float32] | None = None
+        spans: list[tuple[int, int, int]] = []
+        at = 0
+        for chunk, size, rowids, blob in db.execute(
+            f"SELECT chunk, size, rowids, vectors FROM {self.table}_vectors ORDER BY chunk"
+        ):
+            if len(rowids) != 8 * size or not size or len(blob) % (4 * size):
+                return None
+            if vectors is None:
+                vectors = np.empty((total, len(blob) // (4 * size)), dtype=np.float32)
+            if len(blob) != 4 * size * vectors.shape[1]:
+                return None
+            keys[at : at + size] = np.frombuffer(rowids, dtype=np.int64)
+            vectors[at : at + size] = np.frombuffer(blob, dtype=np.float32).reshape(size, -1)
+            spans.append((int(chunk), int(keys[at]), int(keys[at + size - 1])))
+            at += size
+        if at != total or vectors is None or (np.diff(keys) <= 0).any():
+            return None
+        (above,) = db.execute(
+            f"SELECT count(*) FROM {self.table} WHERE rowid > ?", (int(keys[-1]),)
+        ).fetchone()
+        if total + int(above) != count:  # rows removed (or not in chunks) behind our back
+            return None
+        if not above:
+            self._chunks = spans
+        return VectorIndex.adopt(keys, vectors)
+
+    def write(self, db: sqlite3.Connection, cache: VectorIndex, deleted: Sequence[int]) -> None:
+        """Bring the chunks to the cache, which now holds the rows after a write that removed
+        the rowids `deleted` and added rows above every chunk (inside that write's
+        transaction)."""
+        t = self.table
+        if self._chunks is None:
+            db.execute(f"DELETE FROM {t}_vectors")
+            self._chunks = []
+            self._append(db, cache, 0)
+        else:
+            firsts = [first for _, first, _ in self._chunks]
+            touched = sorted({bisect.bisect_right(firsts, rowid) - 1 for rowid in deleted} - {-1})
+            for n in reversed(touched):
+                chunk, first, last = self._chunks[n]
+                if not self._put(db, cache, chunk, first, last):
+                    del self._chunks[n]
+            self._append(db, cache, self._chunks[-1][2] if self._chunks else 0)
+        db.execute(
+            f"INSERT INTO {t}_state (name, value) VALUES ('chunked', "
+            f"(SELECT coalesce(max(value), 0) FROM {t}_state WHERE name = 'updates')) "
+            f"ON CONFLICT (name) DO UPDATE SET value = excluded.value"
+        )
+
+    def _append(self, db: sqlite3.Connection, cache: VectorIndex, after: int) -> None:
+        """Chunks for the cache's rows above the rowid `after`, then small chunks at the end
+        merged while the one before is at most twice as large."""
+        assert self._chunks is not None
+        start = int(np.searchsorted(cache.keys, after, side="right"))
+        for first in range(start, len(cache), SIZE):
+            end = min(first + SIZE, len(cache))
+            chunk = (self._chunks[-1][0] + 1) if self._chunks else 1
+            low, high = int(cache.keys[first]), int(cache.keys[end - 1])
+            self._put(db, cache, chunk, low, high)
+            self._chunks.append((chunk, low, high))
+        while len(self._chunks) >= 2:
+            (a, a_low, a_high), (b, b_low, b_high) = self._chunks[-2:]
+            a_size, b_size = (
+                self._size(cache, x, y) for x, y in ((a_low, a_high), (b_low, b_high))
+            )
+            if a_size + b_size > SIZE or a_size > 2 * b_size:
+                break
+            db.execute(f"DELETE FROM {self.table}_vectors WHERE chunk = ?", (b,))
+            self._put(db, cache, a, a_low, b_high)
+            self._chunks[-2:] = [(a, a_low, b_high)]
+
+    @staticmethod
+    def _size(cache: VectorIndex, low: int, high: int) -> int:
+        return int(
+            np.searchsorted(cache.keys, high, side="right") - np.searchsorted(cache.keys, low)
+        )
+
+    def _put(
+        self, db: sqlite3.Connection, cache: VectorIndex, chunk: int, low: int, high: int
+    ) -> bool:
+        """Write chunk `chunk` with the cache's rows of rowids `low`..`high`; False (and the
+        chunk removed) when there are none."""
+        start = int(np.searchsorted(cache.keys, low))
+        end = int(np.searchsorted(cache.keys, high, side="right"))
+        if start == end:
+            db.execute(f"DELETE FROM {self.table}_vectors WHERE chunk = ?", (chunk,))
+            return False
+        positions = np.arange(start, end)
+        db.execute(
+            f"INSERT OR REPLACE INTO {self.table}_vectors (chunk, size, rowids, vectors) "
+            f"VALUES (?, ?, ?, ?)",
+            (
+                chunk,
+                end - start,
+                cache.keys[start:end].tobytes(),
+                cache.vectors(positions).tobytes(),
+            ),
+        )
+        return True
