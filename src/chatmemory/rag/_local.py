@@ -87,7 +87,7 @@ class LocalEmbeddingModel:
         vectors = self._loaded().encode(
             items, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
         )
-        return [Embedding(tuple(float(x) for x in row)) for row in vectors]
+        return [Embedding(row) for row in vectors]
 
     async def aembed_all(self, texts: Sequence[str]) -> list[Embedding]:
         return await asyncio.to_thread(self.embed_all, texts)

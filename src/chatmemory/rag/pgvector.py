@@ -189,7 +189,7 @@ class PgVectorEmbeddingStore(SingleWrites):
         rows = [
             (
                 i,
-                self._numpy.asarray(e.vector, dtype=self._numpy.float32),
+                self._numpy.asarray(e.array, dtype=self._numpy.float32),
                 None if s is None else s.text,
                 jsonb(s.metadata if s is not None else {}),
             )
@@ -233,7 +233,7 @@ class PgVectorEmbeddingStore(SingleWrites):
         if not isinstance(request, EmbeddingSearchRequest):
             raise ConfigurationError(f"search() takes an EmbeddingSearchRequest, got {request!r}")
         self._check_embedding(request.query_embedding)
-        query = self._numpy.asarray(request.query_embedding.vector, dtype=self._numpy.float32)
+        query = self._numpy.asarray(request.query_embedding.array, dtype=self._numpy.float32)
         statement, params = self._sql.nearest(query, request.filter, request.max_results)
         with self._errors("search"), self._pool.connection() as conn:
             rows = conn.execute(statement, params).fetchall()
@@ -269,7 +269,7 @@ class PgVectorEmbeddingStore(SingleWrites):
     def _match(self, row: Sequence[Any], *, score: float) -> EmbeddingMatch:
         id, vector, text, metadata = row[:4]
         return EmbeddingMatch(
-            score, id, Embedding(tuple(vector.to_list())), _segment(text, metadata)
+            score, id, Embedding.trusted(vector.to_numpy()), _segment(text, metadata)
         )
 
     def _check_embedding(self, embedding: object) -> None:

@@ -122,6 +122,9 @@ class SqliteEmbeddingStore(SingleWrites):
                 )
                 if self.path != ":memory:":
                     self._db.execute("PRAGMA journal_mode=WAL")
+                    # The chunks of vectors are read through the page cache's mapping, not
+                    # copied one page at a time (several times faster for large BLOBs).
+                    self._db.execute(f"PRAGMA mmap_size = {1 << 32}")
             forgetting(self._db)
             self._chunks = Chunks(table)
             self._create()
