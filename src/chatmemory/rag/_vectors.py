@@ -25,7 +25,15 @@ from ._embeddings import NOT_FINITE, Embedding, check_metadata
 from ._filters import And, Compare, Filter, In, Not, Or, _kind
 from ._values import TextSegment
 
-__all__ = ["Batch", "Bm25", "MetadataIndex", "VectorIndex", "check_embeddings", "words"]
+__all__ = [
+    "Batch",
+    "Bm25",
+    "MetadataIndex",
+    "VectorIndex",
+    "as_matrix",
+    "check_embeddings",
+    "words",
+]
 
 Matrix = npt.NDArray[np.float32]
 
@@ -52,7 +60,7 @@ def check_embeddings(
 ) -> Batch:
     """The vectors (a list of Embeddings, or an `(n, d)` array of numbers) as one float32
     matrix with the segments and ids lined up with them, or a clear error."""
-    vectors = _matrix(embeddings)
+    vectors = as_matrix(embeddings)
     count = len(vectors)
     lined_segments: list[TextSegment | None] = (
         list(segments) if segments is not None else [None] * count
@@ -75,7 +83,8 @@ def check_embeddings(
     return Batch(vectors, lined_segments, lined_ids)
 
 
-def _matrix(embeddings: object) -> Matrix:
+def as_matrix(embeddings: object) -> Matrix:
+    """A list of Embeddings, or an `(n, d)` array of numbers, as one float32 matrix."""
     if isinstance(embeddings, np.ndarray):
         if embeddings.ndim != 2 or embeddings.dtype.kind not in "fiu":
             raise ConfigurationError(
@@ -84,7 +93,8 @@ def _matrix(embeddings: object) -> Matrix:
             )
         if embeddings.shape[0] and not embeddings.shape[1]:
             raise ConfigurationError("an Embedding needs at least one number")
-        return np.ascontiguousarray(embeddings, dtype=np.float32)
+        with np.errstate(over="ignore"):  # beyond float32: an infinity, refused by the caller
+            return np.ascontiguousarray(embeddings, dtype=np.float32)
     if (
         isinstance(embeddings, (Embedding, str, bytes))
         or not isinstance(embeddings, Sequence)
@@ -100,7 +110,8 @@ def _matrix(embeddings: object) -> Matrix:
         )
     if not embeddings:
         return np.zeros((0, 0), dtype=np.float32)
-    return np.stack([e.array for e in embeddings]).astype(np.float32)
+    with np.errstate(over="ignore"):
+        return np.stack([e.array for e in embeddings]).astype(np.float32)
 
 
 Keys = npt.NDArray[np.int64]

@@ -26,6 +26,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import numpy.typing as npt
+
 from .._errors import ConfigurationError, StoreError
 from ._embeddings import (
     UNSET,
@@ -43,6 +46,7 @@ from ._embeddings import (
 )
 from ._filters import Filter
 from ._values import TextSegment
+from ._vectors import as_matrix
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -161,12 +165,15 @@ class PgVectorEmbeddingStore(SingleWrites):
 
     def add_all(
         self,
-        embeddings: Sequence[Embedding],
+        embeddings: Sequence[Embedding] | npt.NDArray[Any],
         segments: Sequence[TextSegment] | None = None,
         *,
         ids: Sequence[str] | None = None,
     ) -> list[str]:
-        """Store several in one transaction; an id already stored is replaced."""
+        """Store several (a list of Embeddings, or an `(n, dimension)` array) in one
+        transaction; an id already stored is replaced."""
+        if isinstance(embeddings, np.ndarray):
+            embeddings = [Embedding.trusted(row) for row in as_matrix(embeddings)]
         embeddings = list(embeddings)
         for embedding in embeddings:
             self._check_embedding(embedding)
