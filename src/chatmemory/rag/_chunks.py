@@ -1,11 +1,16 @@
 """The vectors of a SQLite embedding table kept again in chunks, so that a new process reads the
-whole matrix in a few BLOB reads instead of one row at a time (`SqliteEmbeddingStore`)."""
+whole matrix in a few BLOB reads instead of one row at a time, and in a memory-mapped file
+beside the database, so that it reads nothing at all (`SqliteEmbeddingStore`)."""
 
 from __future__ import annotations
 
 import bisect
+import contextlib
+import logging
+import os
 import sqlite3
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -13,6 +18,12 @@ import numpy.typing as npt
 from ._vectors import VectorIndex
 
 __all__ = ["Chunks"]
+
+log = logging.getLogger("chatmemory.rag")
+MAGIC = b"CMVEC\x01\x00\x00"
+HEADER = 32
+"""The mapped file: MAGIC, then int64 write count, row count and dimension; the rowids (int64),
+the rows' inverse norms (float32) and the vectors (float32, row by row)."""
 
 SIZE = 4096
 """Rows in a full chunk (6 MB at 384 dimensions)."""
@@ -30,8 +41,12 @@ class Chunks:
     table (``<table>_state``), and the chunks are used only when they were written at the
     current count, every row they hold is still there and every other row lies above them."""
 
-    def __init__(self, table: str) -> None:
+    def __init__(self, table: str, mapped: Path | None = None) -> None:
         self.table = table
+        self.mapped = mapped
+        """The memory-mapped copy (None for a database in memory): a cache any process may
+        write, valid while its write count is the table's (every write by a store counts one),
+        removed by a write that removes rows."""
         self._chunks: list[tuple[int, int, int]] | None = None
         """(chunk number, first rowid, last rowid) of each chunk, when they are known to be in
         step with the store's cache; None: written again whole at the next write."""
@@ -42,6 +57,8 @@ class Chunks:
             f"""CREATE TABLE IF NOT EXISTS {t}_vectors (
                 chunk INTEGER PRIMARY KEY,
                 size INTEGER NOT NULL,
+                low INTEGER NOT NULL,
+                high INTEGER NOT NULL,
                 rowids BLOB NOT NULL,
                 vectors BLOB NOT NULL
             )""",
@@ -65,39 +82,103 @@ class Chunks:
         state = dict(db.execute(f"SELECT name, value FROM {self.table}_state").fetchall())
         if state.get("chunked") != state.get("updates", 0):
             return None
-        sizes = db.execute(
-            f"SELECT chunk, size FROM {self.table}_vectors ORDER BY chunk"
+        spans = db.execute(
+            f"SELECT chunk, low, high, size FROM {self.table}_vectors ORDER BY chunk"
         ).fetchall()
-        total = sum(size for _, size in sizes)
+        total = sum(size for *_, size in spans)
         if not total:
             return None
-        keys = np.empty(total, dtype=np.int64)
-        vectors: npt.NDArray[np.float32] | None = None
-        spans: list[tuple[int, int, int]] = []
-        at = 0
-        for chunk, size, rowids, blob in db.execute(
-            f"SELECT chunk, size, rowids, vectors FROM {self.table}_vectors ORDER BY chunk"
+        writes = int(state.get("writes", 0))
+        index = self._map(writes, total)
+        if index is None:
+            index = self._read(db, total)
+            if index is not None:
+                self._save(writes, index)
+        if index is None or not all(
+            index.keys[at] == low and index.keys[at + size - 1] == high
+            for at, (_, low, high, size) in zip(
+                np.cumsum([0] + [s[3] for s in spans[:-1]]), spans, strict=True
+            )
         ):
-            if len(rowids) != 8 * size or not size or len(blob) % (4 * size):
-                return None
-            if vectors is None:
-                vectors = np.empty((total, len(blob) // (4 * size)), dtype=np.float32)
-            if len(blob) != 4 * size * vectors.shape[1]:
-                return None
-            keys[at : at + size] = np.frombuffer(rowids, dtype=np.int64)
-            vectors[at : at + size] = np.frombuffer(blob, dtype=np.float32).reshape(size, -1)
-            spans.append((int(chunk), int(keys[at]), int(keys[at + size - 1])))
-            at += size
-        if at != total or vectors is None or (np.diff(keys) <= 0).any():
             return None
         (above,) = db.execute(
-            f"SELECT count(*) FROM {self.table} WHERE rowid > ?", (int(keys[-1]),)
+            f"SELECT count(*) FROM {self.table} WHERE rowid > ?", (int(index.keys[-1]),)
         ).fetchone()
         if total + int(above) != count:  # rows removed (or not in chunks) behind our back
             return None
         if not above:
-            self._chunks = spans
+            self._chunks = [(int(c), int(low), int(high)) for c, low, high, _ in spans]
+        return index
+
+    def _read(self, db: sqlite3.Connection, total: int) -> VectorIndex | None:
+        keys = np.empty(total, dtype=np.int64)
+        vectors: npt.NDArray[np.float32] | None = None
+        at = 0
+        for size, rowids, blob in db.execute(
+            f"SELECT size, rowids, vectors FROM {self.table}_vectors ORDER BY chunk"
+        ):
+            if vectors is None:
+                vectors = np.empty((total, len(blob) // (4 * max(size, 1))), dtype=np.float32)
+            if (
+                not 0 < size <= total - at
+                or len(rowids) != 8 * size
+                or len(blob) != 4 * size * vectors.shape[1]
+            ):
+                return None
+            keys[at : at + size] = np.frombuffer(rowids, dtype=np.int64)
+            vectors[at : at + size] = np.frombuffer(blob, dtype=np.float32).reshape(size, -1)
+            at += size
+        if at != total or vectors is None or (np.diff(keys) <= 0).any():
+            return None
         return VectorIndex.adopt(keys, vectors)
+
+    def _map(self, writes: int, total: int) -> VectorIndex | None:
+        """The index over the memory-mapped copy, when it is the one of `writes` (copy on
+        write: the store's changes stay in its process)."""
+        if self.mapped is None:
+            return None
+        try:
+            with self.mapped.open("rb") as file:
+                head = file.read(HEADER)
+            if len(head) != HEADER or head[:8] != MAGIC:
+                return None
+            written, count, dimension = np.frombuffer(head[8:], dtype=np.int64).tolist()
+            if written != writes or count != total or dimension < 1:
+                return None
+            keys = np.memmap(self.mapped, np.int64, "c", HEADER, (count,)).view(np.ndarray)
+            scale = np.memmap(self.mapped, np.float32, "c", HEADER + 8 * count, (count,)).view(
+                np.ndarray
+            )
+            vectors = np.memmap(
+                self.mapped, np.float32, "c", HEADER + 12 * count, (count, dimension)
+            ).view(np.ndarray)
+        except (OSError, ValueError):
+            return None
+        return VectorIndex.adopt(keys, vectors, scale)
+
+    def _save(self, writes: int, index: VectorIndex) -> None:
+        """Write the memory-mapped copy of `index` (that of `writes`), whole, then put it in
+        place (a reader never sees half a file); a failure only costs the next open time."""
+        if self.mapped is None:
+            return
+        partial = self.mapped.with_name(f"{self.mapped.name}.{os.getpid()}.partial")
+        try:
+            with partial.open("wb") as file:
+                head = np.array([writes, len(index), index.dimension or 0], dtype=np.int64)
+                file.write(MAGIC + head.tobytes())
+                for part in index.parts():
+                    np.ascontiguousarray(part).tofile(file)
+            os.replace(partial, self.mapped)
+        except OSError as error:  # pragma: no cover - a read-only folder, a full disk
+            log.debug("cannot write %s: %s", self.mapped, error)
+            with contextlib.suppress(OSError):
+                partial.unlink()
+
+    def drop_mapped(self) -> None:
+        """Remove the memory-mapped copy (it holds rows that were removed)."""
+        if self.mapped is not None:
+            with contextlib.suppress(OSError):
+                self.mapped.unlink()
 
     def write(self, db: sqlite3.Connection, cache: VectorIndex, deleted: Sequence[int]) -> None:
         """Bring the chunks to the cache, which now holds the rows after a write that removed
@@ -116,6 +197,12 @@ class Chunks:
                 if not self._put(db, cache, chunk, first, last):
                     del self._chunks[n]
             self._append(db, cache, self._chunks[-1][2] if self._chunks else 0)
+        if deleted:
+            self.drop_mapped()
+        db.execute(
+            f"INSERT INTO {t}_state (name, value) VALUES ('writes', 1) "
+            f"ON CONFLICT (name) DO UPDATE SET value = value + 1"
+        )
         db.execute(
             f"INSERT INTO {t}_state (name, value) VALUES ('chunked', "
             f"(SELECT coalesce(max(value), 0) FROM {t}_state WHERE name = 'updates')) "
@@ -160,15 +247,16 @@ class Chunks:
         if start == end:
             db.execute(f"DELETE FROM {self.table}_vectors WHERE chunk = ?", (chunk,))
             return False
-        positions = np.arange(start, end)
         db.execute(
-            f"INSERT OR REPLACE INTO {self.table}_vectors (chunk, size, rowids, vectors) "
-            f"VALUES (?, ?, ?, ?)",
+            f"INSERT OR REPLACE INTO {self.table}_vectors "
+            f"(chunk, size, low, high, rowids, vectors) VALUES (?, ?, ?, ?, ?, ?)",
             (
                 chunk,
                 end - start,
+                int(cache.keys[start]),
+                int(cache.keys[end - 1]),
                 cache.keys[start:end].tobytes(),
-                cache.vectors(positions).tobytes(),
+                cache.vectors(np.arange(start, end)).tobytes(),
             ),
         )
         return True

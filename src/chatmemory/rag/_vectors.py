@@ -135,13 +135,18 @@ class VectorIndex:
         self._scale: Matrix = self._scale_rows
 
     @classmethod
-    def adopt(cls, keys: Keys, vectors: Matrix) -> VectorIndex:
-        """An index over these arrays as they are (no copy): keys in increasing order."""
+    def adopt(cls, keys: Keys, vectors: Matrix, scale: Matrix | None = None) -> VectorIndex:
+        """An index over these arrays as they are (no copy): keys in increasing order, and the
+        rows' inverse norms when known."""
         index = cls(int(vectors.shape[1]))
         index._key_rows, index._raw_rows = keys, vectors
-        index._scale_rows = _inverse_norms(vectors)
+        index._scale_rows = _inverse_norms(vectors) if scale is None else scale
         index._views(len(keys))
         return index
+
+    def parts(self) -> tuple[Keys, Matrix, Matrix]:
+        """The keys, the inverse norms and the vectors, as arrays (views)."""
+        return self.keys, self._scale, self._raw
 
     def __len__(self) -> int:
         return len(self.keys)

@@ -126,7 +126,8 @@ class SqliteEmbeddingStore(SingleWrites):
                     # copied one page at a time (several times faster for large BLOBs).
                     self._db.execute(f"PRAGMA mmap_size = {1 << 32}")
             forgetting(self._db)
-            self._chunks = Chunks(table)
+            mapped = None if self.path == ":memory:" else Path(f"{self.path}-{table}.vectors")
+            self._chunks = Chunks(table, mapped)
             self._create()
         except sqlite3.Error as error:
             raise StoreError(f"cannot open {self.path!r}: {error}", store=self) from None
