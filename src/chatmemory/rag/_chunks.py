@@ -89,11 +89,8 @@ class Chunks:
         if not total:
             return None
         writes = int(state.get("writes", 0))
-        index = self._map(writes, total)
-        if index is None:
-            index = self._read(db, total)
-            if index is not None:
-                self._save(writes, index)
+        mapped = self._map(writes, total)
+        index = mapped or self._read(db, total)
         if index is None or not all(
             index.keys[at] == low and index.keys[at + size - 1] == high
             for at, (_, low, high, size) in zip(
@@ -106,6 +103,8 @@ class Chunks:
         ).fetchone()
         if total + int(above) != count:  # rows removed (or not in chunks) behind our back
             return None
+        if mapped is None:
+            self._save(writes, index)
         if not above:
             self._chunks = [(int(c), int(low), int(high)) for c, low, high, _ in spans]
         return index

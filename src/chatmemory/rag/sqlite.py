@@ -283,11 +283,11 @@ class SqliteEmbeddingStore(SingleWrites):
 
     def _read(self, keys: Sequence[int]) -> dict[int, tuple[str, TextSegment | None]]:
         """The id and segment of each of the rows `keys` (rowids) that can be read; a row that
-        cannot is named, logged once and left out of the cache (and so of every search)."""
+        cannot is named, logged once and left out of the cache (and so of every search), as is
+        one no longer in the table."""
         if not keys:
             return {}
         found: dict[int, tuple[str, TextSegment | None]] = {}
-        gone: list[int] = []
         rows = self._db.execute(
             f"SELECT rowid, id, text, metadata FROM {self.table} "
             f"WHERE rowid IN (SELECT value FROM json_each(?))",
@@ -298,15 +298,9 @@ class SqliteEmbeddingStore(SingleWrites):
                 found[rowid] = (row_id, _segment(text, metadata))
             except ValueError as error:
                 self._unreadable(row_id, str(error))
-                gone.append(rowid)
-        gone += [k for k in keys if k not in found and k not in gone]
+        gone = [k for k in keys if k not in found]
         if gone:
             self._forget_rows(gone)
-            if any(k not in found for k in keys if k not in gone):  # pragma: no cover
-                self._version = None
-        missing = [k for k in keys if k not in found and k not in gone]
-        if missing:  # pragma: no cover - vanished behind the cache's back
-            self._version = None
         return found
 
     def _forget_rows(self, keys: Sequence[int]) -> None:
