@@ -272,6 +272,9 @@ def check_metadata(segments: Iterable[TextSegment | None], ids: Iterable[object]
     itself, so it could neither come back equal nor be found by a filter. Refuses as well text,
     metadata and `ids` holding a lone surrogate (text decoded with errors='surrogateescape'):
     no database stores it as UTF-8."""
+    segments, ids = list(segments), list(ids)
+    if _plain(segments, ids):
+        return
     for given in ids:
         if isinstance(given, str) and _unencodable(given):
             raise ConfigurationError(_SURROGATE.format(what="an id", value=given))
@@ -288,6 +291,28 @@ def check_metadata(segments: Iterable[TextSegment | None], ids: Iterable[object]
                 f"store keeps NaN or an infinity (JSON has no form for them); store None or a "
                 f"str instead"
             )
+
+
+def _plain(segments: list[TextSegment | None], ids: list[object]) -> bool:
+    """Whether the ids and texts are ASCII and every metadata value is ASCII text, an int, a
+    bool, None or a finite float (the usual case, checked in one pass without recursion)."""
+    if not all(type(i) is not str or i.isascii() for i in ids):
+        return False
+    for segment in segments:
+        if segment is None:
+            continue
+        if not segment.text.isascii():
+            return False
+        for name, value in segment.metadata.items():
+            kind = type(value)
+            if not name.isascii() or (kind is str and not value.isascii()):
+                return False
+            if kind is float:
+                if not math.isfinite(value):
+                    return False
+            elif kind not in (str, int, bool) and value is not None:
+                return False
+    return True
 
 
 _SURROGATE = (
