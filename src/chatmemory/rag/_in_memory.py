@@ -127,7 +127,8 @@ class InMemoryEmbeddingStore(SingleWrites):
         ]
 
     def _chosen(self, condition: Filter) -> list[int]:
-        chosen: list[int] = self._index.keys[self._mask(condition)].tolist()
+        mask = self._mask(condition)
+        chosen: list[int] = self._index.keys[mask].tolist()
         return chosen
 
     def _match(self, key: int, score: float) -> EmbeddingMatch:

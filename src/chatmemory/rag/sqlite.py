@@ -371,7 +371,8 @@ class SqliteEmbeddingStore(SingleWrites):
     def _chosen(self, condition: Filter) -> list[int]:
         if not len(self._cache):
             return []
-        chosen: list[int] = self._cache.keys[self._mask(condition)].tolist()
+        mask = self._mask(condition)  # first: reading the metadata may leave rows out
+        chosen: list[int] = self._cache.keys[mask].tolist()
         return chosen
 
     def search_text(
@@ -394,12 +395,13 @@ class SqliteEmbeddingStore(SingleWrites):
                 f"ORDER BY bm25({fts}), rowid {limit}",
                 (query, max_results + len(self._damaged)) if filter is None else (query,),
             ).fetchall()
+            mask = self._mask(filter) if filter is not None and len(self._cache) else None
             keys = np.asarray([r[0] for r in ranked], dtype=np.int64)
             held = np.searchsorted(self._cache.keys, keys)
             held[held >= len(self._cache)] = 0
             ok = (self._cache.keys[held] == keys) if len(self._cache) else keys < 0
-            if filter is not None and len(self._cache):
-                ok &= self._mask(filter)[held]
+            if mask is not None:
+                ok &= mask[held]
             chosen = [
                 (int(r[0]), float(r[1]))
                 for r, good in zip(ranked, ok.tolist(), strict=True)
@@ -460,8 +462,8 @@ class SqliteEmbeddingStore(SingleWrites):
             nonlocal current
             version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
             current = current and version == self._version
-            if not current:
-                return
+            if not current:  # pragma: no cover - another process committed between the
+                return  # refresh under our lock and our write: `_refresh` reads it after
             known_count, known_top = self._shape
             gone = self._cache.remove([r[0] for r in deleted])
             for _, row_id in deleted:
@@ -489,7 +491,7 @@ class SqliteEmbeddingStore(SingleWrites):
             self._version = None  # the write failed: read the table again on next use
             self._chunks.forget()
             raise
-        if not current:
+        if not current:  # pragma: no cover - see above
             self._refresh(wrote=True)
 
     def _refresh(self, *, wrote: bool = False) -> None:
