@@ -307,6 +307,7 @@ def test_sqlite_keeps_its_vectors_in_chunks_that_a_new_process_reads(tmp_path: P
         assert chunks < 10
         before = _nearest(store, query), _nearest(store, query, filter=key("n").gte(100))
         assert len(store.select(key("n").gte(0))) == 151
+    assert Path(f"{path}-embeddings.vectors").exists()  # written at close, for the next process
     with SqliteEmbeddingStore(path) as store:
         assert (_nearest(store, query), _nearest(store, query, filter=key("n").gte(100))) == before
         assert store.count() == 211
@@ -355,7 +356,6 @@ def test_sqlite_a_removed_vector_leaves_the_file(tmp_path: Path) -> None:
         assert secret.tobytes() in mapped.read_bytes()
         store.remove_all(filter=key("user").eq("ann"))
         assert store.scrub()
-    assert not mapped.exists()
     assert all(secret.tobytes() not in file.read_bytes() for file in tmp_path.iterdir())
 
 
@@ -397,3 +397,18 @@ def test_sqlite_a_damaged_chunk_gives_way_to_the_table(tmp_path: Path) -> None:
             raw.execute(f"UPDATE embeddings_vectors SET {damage} WHERE chunk = 1")
         with SqliteEmbeddingStore(path) as store:
             assert _nearest(store, Embedding((1.0, 0.0, 0.0)))[:2] == ["a", "d"]
+
+
+@pytest.mark.parametrize("damage", [b"not ours", b"CMVEC\x01\x00\x00\xff", None])
+def test_sqlite_a_damaged_mapped_file_gives_way_to_the_chunks(
+    tmp_path: Path, damage: bytes | None
+) -> None:
+    path = tmp_path / "mapped.db"
+    with SqliteEmbeddingStore(path) as store:
+        store.add_all(np.eye(4), ids=list("abcd"))
+    mapped = Path(f"{path}-embeddings.vectors")
+    whole = mapped.read_bytes()
+    mapped.write_bytes(whole[:-4] if damage is None else damage + whole[len(damage) :])
+    with SqliteEmbeddingStore(path) as store:
+        assert _nearest(store, Embedding((0.0, 0.0, 1.0, 0.0)))[0] == "c"
+    assert mapped.read_bytes() == whole  # written again whole, at close

@@ -173,6 +173,24 @@ class Chunks:
             with contextlib.suppress(OSError):
                 partial.unlink()
 
+    def keep(self, db: sqlite3.Connection, cache: VectorIndex) -> None:
+        """Write the memory-mapped copy from `cache` when the chunks hold exactly its rows
+        and the copy on disk is not the current one."""
+        if self.mapped is None or not self._chunks or not len(cache):
+            return
+        state = dict(db.execute(f"SELECT name, value FROM {self.table}_state").fetchall())
+        low, high, total = db.execute(
+            f"SELECT min(low), max(high), sum(size) FROM {self.table}_vectors"
+        ).fetchone()
+        held = (int(cache.keys[0]), int(cache.keys[-1]), len(cache))
+        writes = int(state.get("writes", 0))
+        if (
+            state.get("chunked") == state.get("updates", 0)
+            and (low, high, total) == held
+            and self._map(writes, total) is None
+        ):
+            self._save(writes, cache)
+
     def drop_mapped(self) -> None:
         """Remove the memory-mapped copy (it holds rows that were removed)."""
         if self.mapped is not None:

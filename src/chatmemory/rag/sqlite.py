@@ -22,6 +22,7 @@ many Python builds cannot load) and numpy.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -191,8 +192,14 @@ class SqliteEmbeddingStore(SingleWrites):
         self._db.execute("COMMIT")
 
     def close(self) -> None:
-        """Close the connection this store opened (a connection you gave stays open)."""
+        """Close the connection this store opened (a connection you gave stays open). When
+        this store's writes left the memory-mapped copy of the vectors behind, it is written
+        first from the cache, so that the next process opens without reading the table."""
         if self._owned:
+            with self._lock, contextlib.suppress(sqlite3.Error):
+                version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
+                if version == self._version:  # nothing committed since the cache was read
+                    self._chunks.keep(self._db, self._cache)
             self._db.close()
 
     def __enter__(self) -> SqliteEmbeddingStore:
