@@ -7,18 +7,23 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 from chatmemory import ConfigurationError, SqliteChatMemoryStore, StoreError, UserMessage
 from chatmemory.rag import (
     Embedding,
     EmbeddingSearchRequest,
+    Filter,
     HashingEmbeddingModel,
     InMemoryEmbeddingStore,
     SqliteEmbeddingStore,
     TextSegment,
+    key,
 )
 
 LANGCHAIN4J_JSON = """{"entries":[{"id":"a1","embedding":{"vector":[1.0,0.0,0.0]},
@@ -242,3 +247,168 @@ def test_stores_on_one_shared_connection_write_from_threads(tmp_path: Path) -> N
     for store in [*stores, SqliteEmbeddingStore(path)]:
         assert sorted(m.embedding_id for m in store.search(request).matches) == expected
     connection.close()
+
+
+class _Odd(Filter):
+    """A filter the stores' metadata index does not know: tested row by row."""
+
+    def test(self, metadata: Mapping[str, Any]) -> bool:
+        n = metadata.get("n")
+        return isinstance(n, int) and n % 2 == 1
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_filter_of_ones_own_is_tested_row_by_row(kind: str, tmp_path: Path) -> None:
+    store: Any = (
+        InMemoryEmbeddingStore() if kind == "memory" else SqliteEmbeddingStore(tmp_path / "v.db")
+    )
+    ids = store.add_all(
+        [Embedding((1.0, n / 10)) for n in range(6)],
+        [TextSegment(f"t{n}", {"n": n}) for n in range(5)] + [None],
+    )
+    odd = _Odd() & key("n").lt(5)
+    assert set(store.select(odd)) == {ids[1], ids[3]}
+    found = store.search(
+        EmbeddingSearchRequest(query_embedding=Embedding((1.0, 0.0)), max_results=5, filter=odd)
+    )
+    assert [m.embedding_id for m in found.matches] == [ids[1], ids[3]]
+    store.remove_all(filter=~_Odd())
+    assert store.count() == 3  # the row without a segment passes no filter, ~ included
+
+
+def _chunked(path: Path) -> tuple[int, int]:
+    with sqlite3.connect(path) as raw:
+        chunks, rows = raw.execute(
+            "SELECT count(*), coalesce(sum(size), 0) FROM embeddings_vectors"
+        ).fetchone()
+    return int(chunks), int(rows)
+
+
+def _nearest(store: SqliteEmbeddingStore, query: Embedding, **given: Any) -> list[str]:
+    request = EmbeddingSearchRequest(query_embedding=query, max_results=10, **given)
+    return [m.embedding_id for m in store.search(request).matches]
+
+
+def test_sqlite_keeps_its_vectors_in_chunks_that_a_new_process_reads(tmp_path: Path) -> None:
+    path = tmp_path / "chunks.db"
+    rng = np.random.default_rng(5)
+    vectors = rng.standard_normal((300, 8))
+    query = Embedding(rng.standard_normal(8))
+    with SqliteEmbeddingStore(path) as store:
+        store.add_all(vectors[:200], [TextSegment(f"r{n}", {"n": n}) for n in range(200)])
+        for n in range(200, 240):  # one at a time: small chunks at the end are merged
+            store.add(Embedding(vectors[n]), TextSegment(f"r{n}", {"n": n}), id=f"one-{n}")
+        store.add_all(vectors[240:], ids=[f"bare-{n}" for n in range(240, 300)])
+        store.remove_all(filter=key("n").lt(50))  # chunks written again without these rows
+        store.remove_all([f"one-{n}" for n in range(200, 240)])  # a whole chunk goes
+        store.add(Embedding(vectors[0]), TextSegment("again", {"n": 0}), id="again")
+        chunks, rows = _chunked(path)
+        assert rows == store.count() == 211
+        assert chunks < 10
+        before = _nearest(store, query), _nearest(store, query, filter=key("n").gte(100))
+        assert len(store.select(key("n").gte(0))) == 151
+    assert Path(f"{path}-embeddings.vectors").exists()  # written at close, for the next process
+    with SqliteEmbeddingStore(path) as store:
+        assert (_nearest(store, query), _nearest(store, query, filter=key("n").gte(100))) == before
+        assert store.count() == 211
+        assert store.select(key("n").eq(0)) == {"again": TextSegment("again", {"n": 0})}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "UPDATE embeddings SET vector = ? WHERE rowid = (SELECT min(rowid) FROM embeddings)",
+        "DELETE FROM embeddings WHERE rowid = (SELECT min(rowid) FROM embeddings)",
+        "INSERT INTO embeddings (id, vector, text) VALUES ('theirs', ?, 'theirs')",
+        "DELETE FROM embeddings_vectors",
+    ],
+)
+def test_sqlite_chunks_give_way_to_what_another_program_wrote(tmp_path: Path, change: str) -> None:
+    path = tmp_path / "theirs.db"
+    with SqliteEmbeddingStore(path) as store:
+        ids = store.add_all([Embedding((1.0, n, 0.0)) for n in range(5)])
+    theirs = np.array([0.0, 0.0, 1.0], dtype=np.float32).tobytes()
+    with sqlite3.connect(path) as raw:
+        raw.execute(change, (theirs,) if "?" in change else ())
+        expected = {r[0]: r[1] for r in raw.execute("SELECT id, vector FROM embeddings")}
+    query = Embedding((0.0, 0.0, 1.0))
+    with SqliteEmbeddingStore(path) as store:
+        found = store.search(EmbeddingSearchRequest(query_embedding=query, max_results=10))
+        held = {m.embedding_id: m.embedding for m in found.matches}
+        assert {i: e.array.astype(np.float32).tobytes() for i, e in held.items() if e} == expected
+        store.remove(ids[-1])  # the next write puts the chunks in step again
+        assert _chunked(path)[1] == store.count() == len(expected) - 1
+    with SqliteEmbeddingStore(path) as store:
+        assert len(_nearest(store, query)) == len(expected) - 1
+
+
+def test_sqlite_a_removed_vector_leaves_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "forget.db"
+    secret = np.array([0.123456789, 9.87654321, 5.5555551, 7.7777771], dtype=np.float32)
+    with SqliteEmbeddingStore(path) as store:
+        store.add_all(np.ones((20, 4)), [TextSegment("keep", {"user": "bob"})] * 20)
+        store.add_all(secret[None, :], [TextSegment("secret", {"user": "ann"})])
+    with SqliteEmbeddingStore(path) as store:  # opened: the vectors are mapped from a file
+        assert list(store.select(key("user").eq("ann")).values()) == [
+            TextSegment("secret", {"user": "ann"})
+        ]
+        mapped = Path(f"{path}-embeddings.vectors")
+        assert secret.tobytes() in mapped.read_bytes()
+        store.remove_all(filter=key("user").eq("ann"))
+        assert store.scrub()
+    assert all(secret.tobytes() not in file.read_bytes() for file in tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_filters_follow_rows_added_and_removed_after_the_first(kind: str, tmp_path: Path) -> None:
+    def opened() -> Any:
+        if kind == "memory":
+            return InMemoryEmbeddingStore()
+        return SqliteEmbeddingStore(tmp_path / "f.db")
+
+    store, other = opened(), None
+    assert store.select(key("n").eq(1)) == {}
+    store.add_all(np.eye(4), [TextSegment(f"t{n}", {"n": n}) for n in range(4)], ids=list("abcd"))
+    for n in range(70):  # more filters than the store keeps masks for
+        assert set(store.select(key("n").gte(n % 4))) == set("abcd"[n % 4 :])
+    if kind == "sqlite":  # rows another connection adds join the metadata index
+        other = opened()
+        other.add_all(
+            np.ones((2, 4)), [TextSegment("e", {"n": 9}), TextSegment("f")], ids=["e", "f"]
+        )
+    else:
+        store.add_all(
+            np.ones((2, 4)), [TextSegment("e", {"n": 9}), TextSegment("f")], ids=["e", "f"]
+        )
+    assert set(store.select(key("n").gte(3))) == {"d", "e"}
+    store.remove_all(filter=key("n").lt(9))
+    store.add_all(np.ones((3, 4)), [TextSegment("g", {"n": 9})] * 3)
+    assert len(store.select(key("n").eq(9))) == 4
+    assert set(store.select(key("n").ne(9))) == {"f"}
+
+
+def test_sqlite_a_damaged_chunk_gives_way_to_the_table(tmp_path: Path) -> None:
+    path = tmp_path / "chunk.db"
+    with SqliteEmbeddingStore(path) as store:
+        store.add_all(np.eye(3), ids=list("abc"))
+        store.add_all(np.eye(3)[:1], ids=["d"])
+    for damage in ("vectors = x'00'", "rowids = x'00'", "vectors = vectors || x'00000000'"):
+        with sqlite3.connect(path) as raw:
+            raw.execute(f"UPDATE embeddings_vectors SET {damage} WHERE chunk = 1")
+        with SqliteEmbeddingStore(path) as store:
+            assert _nearest(store, Embedding((1.0, 0.0, 0.0)))[:2] == ["a", "d"]
+
+
+@pytest.mark.parametrize("damage", [b"not ours", b"CMVEC\x01\x00\x00\xff", None])
+def test_sqlite_a_damaged_mapped_file_gives_way_to_the_chunks(
+    tmp_path: Path, damage: bytes | None
+) -> None:
+    path = tmp_path / "mapped.db"
+    with SqliteEmbeddingStore(path) as store:
+        store.add_all(np.eye(4), ids=list("abcd"))
+    mapped = Path(f"{path}-embeddings.vectors")
+    whole = mapped.read_bytes()
+    mapped.write_bytes(whole[:-4] if damage is None else damage + whole[len(damage) :])
+    with SqliteEmbeddingStore(path) as store:
+        assert _nearest(store, Embedding((0.0, 0.0, 1.0, 0.0)))[0] == "c"
+    assert mapped.read_bytes() == whole  # written again whole, at close

@@ -193,6 +193,38 @@ def test_dimensions_and_settings_are_checked(dsn: str, store: PgVectorEmbeddingS
         PgVectorEmbeddingStore(dsn, dimension=4, text_search_config="english; drop")
     with pytest.raises(ConfigurationError, match="`ef_search` must be a positive int"):
         PgVectorEmbeddingStore(dsn, dimension=4, ef_search=0)
+    with pytest.raises(ConfigurationError, match="`rebuild_index_from` must be a positive int"):
+        PgVectorEmbeddingStore(dsn, dimension=4, rebuild_index_from=0)
+
+
+@pytest.mark.parametrize("schema", [False, True])
+def test_a_bulk_load_is_copied_and_the_index_built_after_it(dsn: str, schema: bool) -> None:
+    table = f"emb_{uuid.uuid4().hex[:12]}"
+    if schema:
+        table = f"s_{uuid.uuid4().hex[:8]}.{table}"
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(300, 4))
+    with PgVectorEmbeddingStore(dsn, dimension=4, table=table, rebuild_index_from=200) as store:
+        ids = [f"r{n}" for n in range(300)]
+        segments = [TextSegment(f"row {n}", {"n": n, "big": 2**60 + n}) for n in range(300)]
+        store.add_all(vectors[:100], segments[:100], ids=ids[:100])  # copied, index kept
+        store.add_all(vectors, segments, ids=ids)  # 300 >= 200 and >= 100 held: rebuilt
+        store.add_all(vectors[:80], segments[:80], ids=["r0"] * 79 + ["r1"])  # the last r0 wins
+        assert store.count() == 300
+        assert store.select(key("n").eq(78)) == {"r0": segments[78], "r78": segments[78]}
+        assert store.select(key("big").eq(2**60 + 299)) == {"r299": segments[299]}
+        request = EmbeddingSearchRequest(query_embedding=Embedding(vectors[150]), max_results=1)
+        assert [m.embedding_id for m in store.search(request).matches] == ["r150"]
+        with store._pool.connection() as conn:
+            names = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT indexname FROM pg_indexes WHERE indexname LIKE %s",
+                    [f"%{table.split('.')[-1]}_hnsw"],
+                )
+            ]
+        assert len(names) == 1
+        store.remove_all()
 
 
 def test_a_schema_qualified_table_and_a_table_that_must_exist(dsn: str) -> None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import pickle
 import threading
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -96,6 +98,29 @@ def test_values_check_what_they_are_given() -> None:
         Embedding(())
     with pytest.raises(ConfigurationError, match="sequence of numbers"):
         Embedding(("a",))  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="sequence of numbers"):
+        Embedding((1.0, None))  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match=r"shape \(1, 2\).*add_all\(matrix\)"):
+        Embedding(np.ones((1, 2)))
+
+
+def test_an_embedding_is_one_read_only_array() -> None:
+    given = np.array([3.0, 4.0], dtype=np.float32)
+    embedding = Embedding(given)
+    given[0] = 9.0  # a copy was taken
+    assert embedding == Embedding((3, 4)) == Embedding.trusted([3.0, 4.0])
+    assert embedding != Embedding((3.0, 4.5))
+    assert embedding != (3.0, 4.0)
+    assert hash(embedding) == hash(Embedding((3.0, 4.0)))
+    assert (embedding.vector, embedding.dimension) == ((3.0, 4.0), 2)
+    assert embedding.array.dtype == np.float64
+    assert not embedding.array.flags.writeable
+    assert Embedding((True, 0.5)).vector == (1.0, 0.5)
+    assert Embedding(("1.5", 2)).vector == (1.5, 2.0)  # type: ignore[arg-type]
+    assert pickle.loads(pickle.dumps(embedding)) == embedding
+    assert repr(embedding) == "Embedding(vector=(3.0, 4.0))"
+    with pytest.raises(AttributeError, match="cannot be changed"):
+        embedding.vector = (1.0,)  # type: ignore[misc]
 
 
 # -- scoring ----------------------------------------------------------------------------------

@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from chatmemory import StoreError
 from chatmemory.rag import (
     Embedding,
     EmbeddingSearchRequest,
+    Filter,
     SqliteEmbeddingStore,
     TextSegment,
     key,
@@ -127,3 +131,54 @@ def test_scrub_on_a_connection_of_ones_own_inside_a_transaction(tmp_path: Path) 
     connection.execute("COMMIT")
     assert store.count() == 0
     connection.close()
+
+
+def test_a_failed_write_changes_nothing_and_the_store_keeps_working(tmp_path: Path) -> None:
+    path = tmp_path / "refusing.db"
+    with SqliteEmbeddingStore(path) as store:
+        store.add_all([vec(1), vec(0, 1)], [TextSegment("a"), TextSegment("b")], ids=["a", "b"])
+        with sqlite3.connect(path) as raw:  # another program refuses some rows
+            raw.execute(
+                "CREATE TRIGGER refuse BEFORE INSERT ON embeddings WHEN new.id = 'no' "
+                "BEGIN SELECT RAISE(ABORT, 'refused here'); END"
+            )
+        with pytest.raises(StoreError, match="refused here"):
+            store.add_all([vec(1, 1), vec(0, 0, 1)], ids=["yes", "no"])
+        assert _ids(store) == ["a", "b"]
+        shared = sqlite3.connect(path, isolation_level=None)
+        shared.execute("BEGIN")
+        on_it = SqliteEmbeddingStore(shared)
+        on_it.add(vec(0, 0, 0, 1), id="kept")
+        with pytest.raises(StoreError, match="refused here"):
+            on_it.add(vec(0, 0, 1), id="no")  # its savepoint rolled back, the rest kept
+        shared.execute("COMMIT")
+        shared.close()
+        store.add(vec(0, 0, 1), id="yes")
+        assert _ids(store) == ["a", "b", "kept", "yes"]
+
+
+def _ids(store: SqliteEmbeddingStore) -> list[str]:
+    request = EmbeddingSearchRequest(query_embedding=vec(1, 1, 1, 1), max_results=10)
+    return sorted(m.embedding_id for m in store.search(request).matches)
+
+
+class _Any(Filter):
+    def test(self, metadata: Mapping[str, Any]) -> bool:
+        return True
+
+
+def test_a_filter_of_ones_own_skips_unreadable_rows(tmp_path: Path) -> None:
+    path = tmp_path / "own.db"
+    with SqliteEmbeddingStore(path) as store:
+        store.add_all(
+            [vec(1), vec(0, 1), vec(0, 0, 1)], [TextSegment(t) for t in "abc"], ids=list("abc")
+        )
+    with sqlite3.connect(path) as raw:
+        raw.execute(DAMAGE["not-json"], ("b",))
+        raw.execute("UPDATE embeddings SET text = x'00' WHERE id = 'c'")
+    with SqliteEmbeddingStore(path) as store:
+        assert list(store.select(_Any())) == ["a"]
+        assert store.unreadable() == {
+            "b": "its metadata is not JSON",
+            "c": "its text is bytes, not text",
+        }

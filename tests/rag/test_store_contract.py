@@ -595,3 +595,19 @@ def test_an_embedding_holding_nan_or_an_infinity_is_refused(store: Any) -> None:
         with pytest.raises(ConfigurationError, match="NaN or an infinity"):
             store.add_all([vec(1), vec(bad, 1)])
     assert store.count() == 0
+
+
+def test_add_all_takes_an_array_of_vectors(store: Any) -> None:
+    matrix = np.zeros((3, DIMENSION), dtype=np.float64)
+    matrix[0, 0], matrix[1, 1], matrix[2, :2] = 1.0, 1.0, (1.0, 1.0)
+    ids = store.add_all(matrix, [TextSegment(t) for t in ("east", "north", "north-east")])
+    found = store.search(EmbeddingSearchRequest(query_embedding=vec(1, 0.9), max_results=3))
+    assert [m.embedding_id for m in found.matches] == [ids[2], ids[0], ids[1]]
+    assert found.matches[0].embedding == vec(1, 1)
+    assert store.add_all(np.zeros((0, DIMENSION))) == []
+    for bad in (np.ones(DIMENSION), np.array([["a"] * DIMENSION]), np.ones((2, 0))):
+        with pytest.raises(ConfigurationError, match=r"array|at least one number"):
+            store.add_all(bad)
+    with pytest.raises(ConfigurationError, match="NaN or an infinity"):
+        store.add_all(np.full((1, DIMENSION), 1e39))  # beyond float32
+    assert store.count() == 3

@@ -9,6 +9,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, runtime_checkable
 
+import numpy as np
+import numpy.typing as npt
+
 from .._errors import ConfigurationError
 from ._filters import Filter
 from ._values import TextSegment
@@ -38,37 +41,78 @@ UNSET: Final = _Unset.UNSET
 (a ported ``removeAll(null)`` must not wipe a store)."""
 
 
-@dataclass(frozen=True, slots=True)
 class Embedding:
-    """A vector of floats."""
+    """A vector of floats, held as one read-only numpy array (float64: the numbers a model gave,
+    unchanged). Build it from a sequence of numbers or a 1-D array; `array` is that array (no
+    copy), `vector` the same numbers as a tuple. Stores take `(n, d)` arrays too: see
+    `add_all`."""
 
-    vector: tuple[float, ...]
+    __slots__ = ("_array",)
+    _array: npt.NDArray[np.float64]
 
-    def __post_init__(self) -> None:
+    def __init__(self, vector: Sequence[float] | npt.NDArray[Any]) -> None:
         try:
-            vector = tuple(float(x) for x in self.vector)
+            given = np.asarray(vector)
+            if given.dtype.kind not in "fiub":  # text, None, objects: float() says what is wrong
+                given = np.array([float(x) for x in vector], dtype=np.float64)
+            array = np.array(given, dtype=np.float64)
         except (TypeError, ValueError):
             raise ConfigurationError(
-                f"an Embedding is a sequence of numbers, got {self.vector!r}"
+                f"an Embedding is a sequence of numbers, got {vector!r}"
             ) from None
-        if not vector:
+        if array.ndim != 1:
+            raise ConfigurationError(
+                f"an Embedding is one vector (a 1-D sequence of numbers), got an array of shape "
+                f"{array.shape}; give a store several at once as add_all(matrix)"
+            )
+        if not array.size:
             raise ConfigurationError("an Embedding needs at least one number")
-        object.__setattr__(self, "vector", vector)
+        array.flags.writeable = False
+        object.__setattr__(self, "_array", array)
 
     @classmethod
-    def trusted(cls, values: Sequence[float]) -> Embedding:
-        """An embedding of floats a store read back (no checks: they were checked going in)."""
+    def trusted(cls, values: Sequence[float] | npt.NDArray[Any]) -> Embedding:
+        """An embedding of floats a store read back or a model made (no checks)."""
         embedding = object.__new__(cls)
-        object.__setattr__(embedding, "vector", tuple(values))
+        array = np.array(values, dtype=np.float64)
+        array.flags.writeable = False
+        object.__setattr__(embedding, "_array", array)
         return embedding
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("an Embedding cannot be changed")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Embedding.trusted, (self._array,))
+
+    @property
+    def array(self) -> npt.NDArray[np.float64]:
+        """The numbers as a read-only 1-D float64 array."""
+        return self._array
+
+    @property
+    def vector(self) -> tuple[float, ...]:
+        """The numbers as a tuple of floats."""
+        return tuple(self._array.tolist())
 
     @property
     def dimension(self) -> int:
-        return len(self.vector)
+        return int(self._array.shape[0])
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Embedding):
+            return NotImplemented
+        return bool(np.array_equal(self._array, other._array))
+
+    def __hash__(self) -> int:
+        return hash(self.vector)
+
+    def __repr__(self) -> str:
+        return f"Embedding(vector={self.vector!r})"
 
     def normalized(self) -> Embedding:
-        norm = math.sqrt(sum(x * x for x in self.vector))
-        return self if norm == 0 else Embedding(tuple(x / norm for x in self.vector))
+        norm = float(np.linalg.norm(self._array))
+        return self if norm == 0 else Embedding.trusted(self._array / norm)
 
 
 def cosine_similarity(a: Embedding, b: Embedding) -> float:
@@ -77,9 +121,8 @@ def cosine_similarity(a: Embedding, b: Embedding) -> float:
         raise ConfigurationError(
             f"cannot compare embeddings of dimension {a.dimension} and {b.dimension}"
         )
-    dot = sum(x * y for x, y in zip(a.vector, b.vector, strict=True))
-    norms = math.sqrt(sum(x * x for x in a.vector)) * math.sqrt(sum(y * y for y in b.vector))
-    return dot / max(norms, 1e-8)
+    norms = float(np.linalg.norm(a.array)) * float(np.linalg.norm(b.array))
+    return float(a.array @ b.array) / max(norms, 1e-8)
 
 
 def relevance_score(cosine: float) -> float:
@@ -229,6 +272,9 @@ def check_metadata(segments: Iterable[TextSegment | None], ids: Iterable[object]
     itself, so it could neither come back equal nor be found by a filter. Refuses as well text,
     metadata and `ids` holding a lone surrogate (text decoded with errors='surrogateescape'):
     no database stores it as UTF-8."""
+    segments, ids = list(segments), list(ids)
+    if _plain(segments, ids):
+        return
     for given in ids:
         if isinstance(given, str) and _unencodable(given):
             raise ConfigurationError(_SURROGATE.format(what="an id", value=given))
@@ -245,6 +291,28 @@ def check_metadata(segments: Iterable[TextSegment | None], ids: Iterable[object]
                 f"store keeps NaN or an infinity (JSON has no form for them); store None or a "
                 f"str instead"
             )
+
+
+def _plain(segments: list[TextSegment | None], ids: list[object]) -> bool:
+    """Whether the ids and texts are ASCII and every metadata value is ASCII text, an int, a
+    bool, None or a finite float (the usual case, checked in one pass without recursion)."""
+    if not all(type(i) is not str or i.isascii() for i in ids):
+        return False
+    for segment in segments:
+        if segment is None:
+            continue
+        if not segment.text.isascii():
+            return False
+        for name, value in segment.metadata.items():
+            kind = type(value)
+            if not name.isascii() or (kind is str and not value.isascii()):
+                return False
+            if kind is float:
+                if not math.isfinite(value):
+                    return False
+            elif kind not in (str, int, bool) and value is not None:
+                return False
+    return True
 
 
 _SURROGATE = (
@@ -288,11 +356,14 @@ def check_finite(embeddings: Iterable[Embedding]) -> None:
     """Refuses, alike on every store, an embedding holding NaN or an infinity: no search can
     rank it, and a store could not read it back as a vector."""
     for embedding in embeddings:
-        if not all(map(math.isfinite, embedding.vector)):
-            raise ConfigurationError(
-                "an embedding holds NaN or an infinity: no search can rank it; check the "
-                "embedding model's output (nothing was stored)"
-            )
+        if not np.isfinite(embedding.array).all():
+            raise ConfigurationError(NOT_FINITE)
+
+
+NOT_FINITE = (
+    "an embedding holds NaN or an infinity: no search can rank it; check the embedding "
+    "model's output (nothing was stored)"
+)
 
 
 def check_id(id: object, doing: str) -> str:

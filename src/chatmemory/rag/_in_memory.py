@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from .._errors import ConfigurationError
 from .._frozen import thaw
@@ -28,20 +29,30 @@ from ._embeddings import (
 )
 from ._filters import Filter
 from ._values import TextSegment
-from ._vectors import VectorIndex, check_embeddings
+from ._vectors import Bm25, MetadataIndex, VectorIndex, check_embeddings
 
 __all__ = ["InMemoryEmbeddingStore"]
 
 
 class InMemoryEmbeddingStore(SingleWrites):
     """Embeddings and their segments in memory: cosine search over a numpy matrix, the
-    relevance score (cos + 1) / 2, metadata filters, BM25 full-text search for hybrid
-    retrieval. `to_json()` / `save(path)` write LangChain4j's `InMemoryEmbeddingStore` JSON
-    (``{"entries": [{"id", "embedding": {"vector"}, "embedded": {"text", "metadata":
-    {"metadata"}}}]}``), so a store is shared with a Java service both ways. Thread-safe."""
+    relevance score (cos + 1) / 2, metadata filters (answered from an index of the metadata,
+    so a filter picks the rows to score), BM25 full-text search for hybrid retrieval.
+    `add_all` takes a list of Embeddings or an `(n, dimension)` array. `to_json()` /
+    `save(path)` write LangChain4j's `InMemoryEmbeddingStore` JSON (``{"entries": [{"id",
+    "embedding": {"vector"}, "embedded": {"text", "metadata": {"metadata"}}}]}``), so a store is
+    shared with a Java service both ways. Thread-safe."""
 
     def __init__(self) -> None:
         self._index = VectorIndex()
+        self._rows: dict[int, tuple[str, TextSegment | None]] = {}  # key -> id, segment
+        self._key_of: dict[str, int] = {}
+        self._next = 0
+        self._metadata: MetadataIndex | None = None  # built on the first filter
+        self._bm25: Bm25 | None = None  # built on the first full-text search after a change
+        self._masks: dict[str, npt.NDArray[np.bool_]] = {}
+        """Which rows each filter passes, by the filter's repr (its values' types included: a
+        filter on True is not one on 1), until rows are added or removed."""
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -56,63 +67,133 @@ class InMemoryEmbeddingStore(SingleWrites):
 
     def add_all(
         self,
-        embeddings: Sequence[Embedding],
+        embeddings: Sequence[Embedding] | npt.NDArray[Any],
         segments: Sequence[TextSegment] | None = None,
         *,
         ids: Sequence[str] | None = None,
     ) -> list[str]:
-        lined_segments, lined_ids = check_embeddings(embeddings, segments, ids)
-        if not embeddings:
+        """Store several embeddings (a list, or an `(n, dimension)` array) with their segments;
+        their ids (new UUIDs unless `ids` are given; an id already stored is replaced)."""
+        batch = check_embeddings(embeddings, segments, ids)
+        if not len(batch.vectors):
             return []
-        dimensions = {e.dimension for e in embeddings}
-        if len(dimensions) > 1:
-            raise ConfigurationError(
-                f"add_all() got embeddings of dimensions {sorted(dimensions)}: one model per store"
-            )
-        new_ids = [given or str(uuid.uuid4()) for given in lined_ids]
-        vectors = np.asarray([e.vector for e in embeddings], dtype=np.float32)
+        new_ids = [given or str(uuid.uuid4()) for given in batch.ids]
+        last = {row_id: n for n, row_id in enumerate(new_ids)}  # a repeated id: the last wins
+        order = sorted(last.values()) if len(last) != len(new_ids) else range(len(new_ids))
         with self._lock:
-            self._index.check(embeddings[0])
-            self._index.append(new_ids, vectors, lined_segments)
+            self._index.check(batch.vectors.shape[1])
+            self._drop([self._key_of[i] for i in last if i in self._key_of])
+            keys = range(self._next, self._next + len(order))
+            self._next += len(order)
+            self._index.append(keys, batch.vectors[list(order)])
+            for key, n in zip(keys, order, strict=True):
+                self._rows[key] = (new_ids[n], batch.segments[n])
+                self._key_of[new_ids[n]] = key
+            if self._metadata is not None:
+                self._metadata.add(keys, [_metadata(batch.segments[n]) for n in order])
         return new_ids
+
+    def _drop(self, keys: Sequence[int]) -> None:
+        self._masks.clear()
+        self._bm25 = None
+        if not keys:
+            return
+        self._index.remove(keys)
+        for key in keys:
+            row_id, _ = self._rows.pop(key)
+            del self._key_of[row_id]
+        if self._metadata is not None and len(self._metadata) > 2 * len(self._index) + 1024:
+            self._metadata = None  # mostly rows that left: build it again when next needed
+
+    def _mask(self, condition: Filter) -> npt.NDArray[np.bool_]:
+        name = repr(condition)
+        found = self._masks.get(name)
+        if found is None:
+            if self._metadata is None:
+                self._metadata = MetadataIndex()
+                keys = self._index.keys.tolist()
+                self._metadata.add(keys, [_metadata(self._rows[k][1]) for k in keys])
+            if len(self._masks) >= 64:
+                self._masks.clear()
+            found = self._masks[name] = self._metadata.mask(condition, self._index, self._scan)
+        return found
+
+    def _scan(self, condition: Filter) -> list[int]:
+        """The rows a filter the metadata index does not know passes, tested one by one."""
+        return [
+            key
+            for key, (_, segment) in self._rows.items()
+            if segment is not None and condition.test(segment.metadata)
+        ]
+
+    def _chosen(self, condition: Filter) -> list[int]:
+        mask = self._mask(condition)
+        chosen: list[int] = self._index.keys[mask].tolist()
+        return chosen
+
+    def _match(self, key: int, score: float) -> EmbeddingMatch:
+        row_id, segment = self._rows[key]
+        return EmbeddingMatch(score, row_id, self._index.vector(key), segment)
 
     def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult:
         if not isinstance(request, EmbeddingSearchRequest):
             raise ConfigurationError(f"search() takes an EmbeddingSearchRequest, got {request!r}")
         with self._lock:
-            return EmbeddingSearchResult(self._index.search(request))
+            candidates = None
+            if request.filter is not None and len(self._index):
+                candidates = np.flatnonzero(self._mask(request.filter))
+            found = self._index.top(
+                request.query_embedding, request.max_results, request.min_score, candidates
+            )
+            return EmbeddingSearchResult(tuple(self._match(k, s) for k, s in found))
 
     def search_text(
         self, text: str, *, max_results: int = 3, filter: Filter | None = None
     ) -> list[EmbeddingMatch]:
+        """BM25 over the segments' words; only rows that pass `filter` are returned."""
         check_text_search(text, max_results, filter)
         with self._lock:
-            return self._index.search_text(text, max_results, filter)
+            keys = self._index.keys.tolist()
+            if self._bm25 is None:
+                self._bm25 = Bm25([self._rows[k][1] for k in keys])
+            allowed = None if filter is None else self._mask(filter)
+            return [
+                self._match(keys[n], score)
+                for score, n in self._bm25.rank(text, max_results, allowed)
+            ]
 
     def remove_all(
         self, ids: Sequence[str] | Filter | _Unset = UNSET, *, filter: Filter | _Unset = UNSET
     ) -> None:
         chosen = removal(ids, filter)
         with self._lock:
-            if isinstance(chosen, list):
-                self._index.remove(chosen)
+            if chosen is None:
+                self._drop(self._index.keys.tolist())
+            elif isinstance(chosen, list):
+                self._drop(list({self._key_of[i] for i in chosen if i in self._key_of}))
             else:
-                self._index.remove(self._index.matching(chosen))
+                self._drop(self._chosen(chosen))
 
     def select(self, filter: Filter) -> dict[str, TextSegment | None]:
         """Every entry whose metadata passes `filter`: its segment, by id (exact)."""
         check_filter(filter)
         with self._lock:
-            return self._index.selected(filter)
+            if not len(self._index):
+                return {}
+            return dict(self._rows[key] for key in self._chosen(filter))
+
+    def _entries(self) -> list[tuple[str, TextSegment | None, Embedding]]:
+        with self._lock:
+            return [
+                (*self._rows[key], self._index.vector(key)) for key in self._index.keys.tolist()
+            ]
 
     # -- LangChain4j's file format
 
     def to_json(self) -> str:
-        with self._lock:
-            entries = [
-                _entry(row_id, self._index.embedding(row_id), segment)
-                for row_id, segment in zip(self._index.ids, self._index.segments, strict=True)
-            ]
+        entries = [
+            _entry(row_id, embedding, segment) for row_id, segment, embedding in self._entries()
+        ]
         return json.dumps({"entries": entries}, ensure_ascii=False)
 
     @classmethod
@@ -149,13 +230,18 @@ class InMemoryEmbeddingStore(SingleWrites):
         for store in stores:
             if not isinstance(store, InMemoryEmbeddingStore):
                 raise ConfigurationError(f"merge() takes InMemoryEmbeddingStores, got {store!r}")
-            with store._lock:
-                ids = list(store._index.ids)
-                segments = list(store._index.segments)
-                embeddings = [store._index.embedding(i) for i in ids]
-            if ids:
-                merged.add_all(embeddings, segments, ids=ids)  # type: ignore[arg-type]
+            entries = store._entries()
+            if entries:
+                merged.add_all(
+                    [e[2] for e in entries],
+                    [e[1] for e in entries],  # type: ignore[misc]
+                    ids=[e[0] for e in entries],
+                )
         return merged
+
+
+def _metadata(segment: TextSegment | None) -> Mapping[str, Any] | None:
+    return None if segment is None else segment.metadata
 
 
 def _entry(row_id: str, embedding: Embedding, segment: TextSegment | None) -> dict[str, Any]:
@@ -171,4 +257,4 @@ def _read_entry(entry: dict[str, Any]) -> tuple[str, Embedding, TextSegment | No
     if embedded is not None:
         metadata = (embedded.get("metadata") or {}).get("metadata") or {}
         segment = TextSegment(embedded["text"], metadata)
-    return str(entry["id"]), Embedding(tuple(entry["embedding"]["vector"])), segment
+    return str(entry["id"]), Embedding(entry["embedding"]["vector"]), segment

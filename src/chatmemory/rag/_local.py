@@ -102,7 +102,7 @@ class LocalEmbeddingModel:
             show_progress_bar=False,
             prompt_name=prompt_name,
         )
-        return [Embedding(tuple(float(x) for x in row)) for row in vectors]
+        return [Embedding(row) for row in vectors]
 
     async def aembed_all(
         self, texts: Sequence[str], *, input_type: InputType | None = None

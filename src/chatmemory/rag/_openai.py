@@ -178,7 +178,7 @@ def _item(given: object, where: str) -> tuple[int, Embedding]:
     if isinstance(vector, list) and vector:
         odd = next((x for x in vector if not _is_number(x)), None)
         if odd is None:
-            return index, Embedding(tuple(vector))
+            return index, Embedding(vector)
         got = f"an array holding {describe(odd)}"
     else:
         got = "an empty array" if isinstance(vector, list) else describe(vector)

@@ -1,33 +1,39 @@
-"""What the embedded stores share: a matrix of vectors searched with numpy, and BM25 over words.
+"""What the embedded stores share: a matrix of vectors searched with numpy, an index of metadata
+that turns a filter into candidate rows before any vector is scored, and BM25 over words.
 
 The in-memory store keeps one `VectorIndex` as its data; the SQLite store keeps one per process
-as a cache of its table. Scores are LangChain4j's relevance, (cos + 1) / 2; ties keep insertion
-order, so a search answers the same on every store and every run.
+as a cache of its table (segments and metadata stay in the table, read for the rows a search
+returns). Scores are LangChain4j's relevance, (cos + 1) / 2; ties keep insertion order, so a
+search answers the same on every store and every run.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from .._errors import ConfigurationError
-from ._embeddings import (
-    Embedding,
-    EmbeddingMatch,
-    EmbeddingSearchRequest,
-    check_finite,
-    check_metadata,
-)
-from ._filters import Filter
+from ._embeddings import NOT_FINITE, Embedding, check_metadata
+from ._filters import And, Compare, Filter, In, Not, Or, _kind
 from ._values import TextSegment
 
-__all__ = ["Bm25", "VectorIndex", "check_embeddings", "words"]
+__all__ = [
+    "Batch",
+    "Bm25",
+    "MetadataIndex",
+    "VectorIndex",
+    "as_matrix",
+    "check_embeddings",
+    "words",
+]
 
 Matrix = npt.NDArray[np.float32]
 
@@ -38,21 +44,31 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
+class Batch(NamedTuple):
+    """What `add_all` was given, checked and lined up: one float32 matrix, a segment (or None)
+    and an id (or None for a new one) per row."""
+
+    vectors: Matrix
+    segments: list[TextSegment | None]
+    ids: list[str | None]
+
+
 def check_embeddings(
-    embeddings: Sequence[Embedding],
+    embeddings: Sequence[Embedding] | npt.NDArray[Any],
     segments: Sequence[TextSegment] | None,
     ids: Sequence[str] | None,
-) -> tuple[list[TextSegment | None], list[str | None]]:
-    """The segments and ids lined up with `embeddings`, or a clear error."""
-    if isinstance(embeddings, Embedding) or not all(isinstance(e, Embedding) for e in embeddings):
-        raise ConfigurationError("add_all() takes a list of Embeddings")
+) -> Batch:
+    """The vectors (a list of Embeddings, or an `(n, d)` array of numbers) as one float32
+    matrix with the segments and ids lined up with them, or a clear error."""
+    vectors = as_matrix(embeddings)
+    count = len(vectors)
     lined_segments: list[TextSegment | None] = (
-        list(segments) if segments is not None else [None] * len(embeddings)
+        list(segments) if segments is not None else [None] * count
     )
-    lined_ids: list[str | None] = list(ids) if ids is not None else [None] * len(embeddings)
-    if len(lined_segments) != len(embeddings) or len(lined_ids) != len(embeddings):
+    lined_ids: list[str | None] = list(ids) if ids is not None else [None] * count
+    if len(lined_segments) != count or len(lined_ids) != count:
         raise ConfigurationError(
-            f"add_all() got {len(embeddings)} embeddings, {len(lined_segments)} segments and "
+            f"add_all() got {count} embeddings, {len(lined_segments)} segments and "
             f"{len(lined_ids)} ids: give one of each per embedding"
         )
     for segment in lined_segments:
@@ -61,73 +77,107 @@ def check_embeddings(
     for given in lined_ids:
         if given is not None and (not isinstance(given, str) or not given):
             raise ConfigurationError(f"an id must be a non-empty str, got {given!r}")
-    check_finite(embeddings)
+    if not np.isfinite(vectors).all():  # float32: a float64 beyond its range is refused too
+        raise ConfigurationError(NOT_FINITE)
     check_metadata(lined_segments, lined_ids)
-    return lined_segments, lined_ids
+    return Batch(vectors, lined_segments, lined_ids)
+
+
+def as_matrix(embeddings: object) -> Matrix:
+    """A list of Embeddings, or an `(n, d)` array of numbers, as one float32 matrix."""
+    if isinstance(embeddings, np.ndarray):
+        if embeddings.ndim != 2 or embeddings.dtype.kind not in "fiu":
+            raise ConfigurationError(
+                f"add_all() takes a list of Embeddings or an (n, dimension) array of numbers, "
+                f"got an array of shape {embeddings.shape} and dtype {embeddings.dtype}"
+            )
+        if embeddings.shape[0] and not embeddings.shape[1]:
+            raise ConfigurationError("an Embedding needs at least one number")
+        with np.errstate(over="ignore"):  # beyond float32: an infinity, refused by the caller
+            return np.ascontiguousarray(embeddings, dtype=np.float32)
+    if (
+        isinstance(embeddings, (Embedding, str, bytes))
+        or not isinstance(embeddings, Sequence)
+        or not all(isinstance(e, Embedding) for e in embeddings)
+    ):
+        raise ConfigurationError(
+            "add_all() takes a list of Embeddings or an (n, dimension) array of numbers"
+        )
+    dimensions = {e.dimension for e in embeddings}
+    if len(dimensions) > 1:
+        raise ConfigurationError(
+            f"add_all() got embeddings of dimensions {sorted(dimensions)}: one model per store"
+        )
+    if not embeddings:
+        return np.zeros((0, 0), dtype=np.float32)
+    with np.errstate(over="ignore"):
+        return np.stack([e.array for e in embeddings]).astype(np.float32)
+
+
+Keys = npt.NDArray[np.int64]
 
 
 class VectorIndex:
-    """Rows of (id, vector, segment) in insertion order, and their unit vectors as a matrix."""
+    """Vectors by row key (an int that only grows: SQLite's rowid, the in-memory store's
+    counter), in key order, as one float32 matrix with each row's inverse norm beside it: a
+    search is one matrix product over the rows (or only the candidate rows a filter chose).
+    Ties keep key order, so a search answers the same on every store and every run."""
 
     def __init__(self, dimension: int | None = None) -> None:
         self.dimension = dimension
-        self.ids: list[str] = []
-        self.segments: list[TextSegment | None] = []
+        self._key_rows: Keys = np.zeros(0, dtype=np.int64)
         self._raw_rows: Matrix = np.zeros((0, dimension or 0), dtype=np.float32)
-        self._unit_rows: Matrix = np.zeros((0, dimension or 0), dtype=np.float32)
-        """Row buffers with room to grow; `_raw` and `_unit` are views of their filled rows."""
+        self._scale_rows: Matrix = np.zeros(0, dtype=np.float32)
+        """Buffers with room to grow; `keys`, `_raw` and `_scale` are views of their filled
+        rows."""
+        self.keys: Keys = self._key_rows
         self._raw: Matrix = self._raw_rows
-        self._unit: Matrix = self._unit_rows
-        self._position: dict[str, int] = {}
-        self._bm25: Bm25 | None = None  # built on the first full-text search after a change
-        self._masks: dict[str, tuple[Filter, npt.NDArray[np.bool_]]] = {}
-        """Which rows each filter passes, by the filter's repr (its values' types included: a
-        filter on True is not one on 1); segments never change in place, so a mask holds until
-        rows are added or removed."""
+        self._scale: Matrix = self._scale_rows
+
+    @classmethod
+    def adopt(cls, keys: Keys, vectors: Matrix, scale: Matrix | None = None) -> VectorIndex:
+        """An index over these arrays as they are (no copy): keys in increasing order, and the
+        rows' inverse norms when known."""
+        index = cls(int(vectors.shape[1]))
+        index._key_rows, index._raw_rows = keys, vectors
+        index._scale_rows = _inverse_norms(vectors) if scale is None else scale
+        index._views(len(keys))
+        return index
+
+    def parts(self) -> tuple[Keys, Matrix, Matrix]:
+        """The keys, the inverse norms and the vectors, as arrays (views)."""
+        return self.keys, self._scale, self._raw
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return len(self.keys)
 
-    def check(self, embedding: Embedding) -> None:
-        if self.dimension is not None and embedding.dimension != self.dimension:
+    def check(self, dimension: int) -> None:
+        if self.dimension is not None and dimension != self.dimension:
             raise ConfigurationError(
                 f"this store holds embeddings of dimension {self.dimension}, got one of "
-                f"{embedding.dimension}: use the embedding model the store was filled with"
+                f"{dimension}: use the embedding model the store was filled with"
             )
 
-    def __contains__(self, row_id: object) -> bool:
-        return row_id in self._position
-
-    def append(
-        self, ids: Sequence[str], vectors: Matrix, segments: Sequence[TextSegment | None]
-    ) -> None:
-        """Add rows; an id already present is replaced (its old row goes)."""
-        if not ids:
+    def append(self, keys: npt.ArrayLike, vectors: Matrix) -> None:
+        """Add rows whose keys are above every key held, in increasing order."""
+        added = np.asarray(keys, dtype=np.int64)
+        if not len(added):
             return
-        if self.dimension is None:
+        if self.dimension is None or not len(self.keys):
             self.dimension = int(vectors.shape[1])
             self._raw_rows = np.zeros((0, self.dimension), dtype=np.float32)
-            self._unit_rows = np.zeros((0, self.dimension), dtype=np.float32)
-        replaced = [i for i in ids if i in self._position]
-        if replaced or len(set(ids)) != len(ids):
-            last = {row_id: n for n, row_id in enumerate(ids)}  # the last of repeated ids wins
-            keep = sorted(last.values())
-            self.remove(replaced)
-            ids = [ids[n] for n in keep]
-            vectors = vectors[keep]
-            segments = [segments[n] for n in keep]
-        start = len(self.ids)
-        self._bm25 = None
-        for name, (condition, mask) in self._masks.items():  # extended, not made again
-            self._masks[name] = (condition, np.concatenate([mask, _passing(condition, segments)]))
-        self.ids.extend(ids)
-        self.segments.extend(segments)
-        self._position.update((row_id, start + n) for n, row_id in enumerate(ids))
-        self._grow(start + len(ids))
-        self._raw_rows[start : start + len(ids)] = vectors
-        self._unit_rows[start : start + len(ids)] = _unit(vectors)
-        self._raw = self._raw_rows[: len(self.ids)]
-        self._unit = self._unit_rows[: len(self.ids)]
+            self._views(0)
+        start, end = len(self.keys), len(self.keys) + len(added)
+        self._grow(end)
+        self._key_rows[start:end] = added
+        self._raw_rows[start:end] = vectors
+        self._scale_rows[start:end] = _inverse_norms(vectors)
+        self._views(end)
+
+    def _views(self, end: int) -> None:
+        self.keys = self._key_rows[:end]
+        self._raw = self._raw_rows[:end]
+        self._scale = self._scale_rows[:end]
 
     def _grow(self, needed: int) -> None:
         """Room for `needed` rows: capacity doubles, so adding one row at a time costs
@@ -135,142 +185,188 @@ class VectorIndex:
         if needed <= len(self._raw_rows):
             return
         capacity = max(needed, 2 * len(self._raw_rows), 64)
-        for name in ("_raw_rows", "_unit_rows"):
-            old = getattr(self, name)
-            grown = np.empty((capacity, self.dimension or 0), dtype=np.float32)
-            grown[: len(old)] = old
-            setattr(self, name, grown)
+        filled = len(self.keys)
+        raw = np.empty((capacity, self.dimension or 0), dtype=np.float32)
+        raw[:filled] = self._raw
+        keys = np.empty(capacity, dtype=np.int64)
+        keys[:filled] = self.keys
+        scale = np.empty(capacity, dtype=np.float32)
+        scale[:filled] = self._scale
+        self._raw_rows, self._key_rows, self._scale_rows = raw, keys, scale
 
-    def remove(self, ids: Sequence[str]) -> int:
-        """Remove rows, compacting in place: only the rows after the first removed one move,
-        and the buffers keep their room, so an upsert costs no reallocation."""
-        gone = {self._position[i] for i in ids if i in self._position}
-        if not gone:
+    def positions(self, keys: npt.ArrayLike) -> npt.NDArray[np.intp]:
+        """The positions of those of `keys` this index holds, in increasing order."""
+        wanted = np.unique(np.asarray(keys, dtype=np.int64))
+        found = np.searchsorted(self.keys, wanted)
+        inside = found < len(self.keys)
+        found = found[inside]
+        held: npt.NDArray[np.intp] = found[self.keys[found] == wanted[inside]]
+        return held
+
+    def remove(self, keys: npt.ArrayLike) -> int:
+        """Remove rows by key, compacting in place: only the rows after the first removed one
+        move, and the buffers keep their room, so an upsert costs no reallocation."""
+        gone = self.positions(keys)
+        if not len(gone):
             return 0
-        first, size = min(gone), len(self.ids)
+        first, size = int(gone[0]), len(self.keys)
         kept = np.ones(size - first, dtype=np.bool_)
-        kept[[n - first for n in gone]] = False
+        kept[gone - first] = False
         tail = np.flatnonzero(kept) + first  # the kept rows after the first removed one
         end = first + len(tail)
-        for rows in (self._raw_rows, self._unit_rows):
+        for rows in (self._raw_rows, self._key_rows, self._scale_rows):
             rows[first:end] = rows[tail]
-        self._raw, self._unit = self._raw_rows[:end], self._unit_rows[:end]
-        for n in sorted(gone, reverse=True):
-            del self._position[self.ids[n]]
-            del self.ids[n]
-            del self.segments[n]
-        for n in range(first, end):
-            self._position[self.ids[n]] = n
-        every = np.ones(size, dtype=np.bool_)
-        every[list(gone)] = False
-        self._masks = {name: (f, mask[every]) for name, (f, mask) in self._masks.items()}
-        self._bm25 = None
+        self._views(end)
         return len(gone)
 
-    def matching(self, condition: Filter | None) -> list[str]:
-        """The ids whose segment passes `condition` (all ids for None)."""
-        if condition is None:
-            return list(self.ids)
-        return [self.ids[n] for n in np.flatnonzero(self._mask(condition)).tolist()]
+    def vector(self, key: int) -> Embedding:
+        return Embedding.trusted(self._raw[int(self.positions([key])[0])])
 
-    def selected(self, condition: Filter) -> dict[str, TextSegment | None]:
-        """The segments (by id) that pass `condition` (its mask is not kept: a selection is
-        usually one conversation's or one user's, asked once)."""
-        passing = _passing(condition, self.segments)
-        return {self.ids[n]: self.segments[n] for n in np.flatnonzero(passing).tolist()}
+    def vectors(self, positions: npt.NDArray[np.intp]) -> Matrix:
+        return self._raw[positions]
 
-    def _mask(self, condition: Filter) -> npt.NDArray[np.bool_]:
-        name = repr(condition)
-        found = self._masks.get(name)
-        if found is None:
-            if len(self._masks) >= 64:
-                self._masks.clear()
-            found = self._masks[name] = (condition, _passing(condition, self.segments))
-        return found[1]
-
-    def search(self, request: EmbeddingSearchRequest) -> tuple[EmbeddingMatch, ...]:
-        if not self.ids:
-            return ()
-        self.check(request.query_embedding)
-        query = _unit(np.asarray([request.query_embedding.vector], dtype=np.float32))[0]
-        scores = (self._unit @ query + 1.0) / 2.0
-        passing = scores >= request.min_score - 1e-7
-        if request.filter is not None:
-            passing &= self._mask(request.filter)
-        candidates = np.flatnonzero(passing)
-        top = request.max_results
-        if candidates.size > top:
-            # Every row scoring at least the top-th score stays, so a tie at the cut goes to the
-            # row added first (argpartition alone would pick among equals at random).
-            kth = np.partition(scores[candidates], candidates.size - top)[candidates.size - top]
-            candidates = candidates[scores[candidates] >= kth]
-        # Best first, ties in insertion order (lexsort: the last key is the primary one).
-        order = candidates[np.lexsort((candidates, -scores[candidates]))][:top].tolist()
-        return tuple(
-            EmbeddingMatch(
-                min(1.0, float(scores[n])),
-                self.ids[n],
-                Embedding.trusted(self._raw[n].tolist()),
-                self.segments[n],
-            )
-            for n in order
-        )
-
-    def search_text(
-        self, text: str, max_results: int, condition: Filter | None
-    ) -> list[EmbeddingMatch]:
-        """BM25 over the segments' words; only rows that pass `condition` are returned."""
-        if self._bm25 is None:
-            self._bm25 = Bm25(self.segments)
-        allowed = None if condition is None else self._mask(condition)
-        return [
-            EmbeddingMatch(
-                score, self.ids[n], Embedding.trusted(self._raw[n].tolist()), self.segments[n]
-            )
-            for score, n in self._bm25.rank(text, max_results, allowed)
-        ]
-
-    def matches(
+    def top(
         self,
-        ranked: Iterable[tuple[float, str | None]],
-        max_results: int,
-        condition: Filter | None,
-    ) -> list[EmbeddingMatch]:
-        """The first `max_results` of (score, id), best first, as matches: ids this index does
-        not hold (None, or rows added since it was read) and rows `condition` refuses are
-        skipped."""
-        mask = None if condition is None else self._mask(condition)
-        found: list[EmbeddingMatch] = []
-        for score, row_id in ranked:
-            n = self._position.get(row_id) if row_id is not None else None
-            if n is None or self.segments[n] is None or (mask is not None and not mask[n]):
+        query: Embedding,
+        count: int,
+        min_score: float = 0.0,
+        candidates: npt.NDArray[np.intp] | None = None,
+    ) -> list[tuple[int, float]]:
+        """(key, relevance score) of the `count` best rows (among `candidates`, positions,
+        when given), best first, ties in key order."""
+        if not len(self.keys) or (candidates is not None and not len(candidates)):
+            return []
+        self.check(query.dimension)
+        unit = query.array / max(float(np.linalg.norm(query.array)), 1e-8)
+        q = unit.astype(np.float32)
+        if candidates is None:
+            cosines = (self._raw @ q) * self._scale
+            chosen = np.arange(len(self.keys))
+        else:
+            cosines = (self._raw[candidates] @ q) * self._scale[candidates]
+            chosen = candidates
+        scores = (cosines + 1.0) / 2.0
+        passing = np.flatnonzero(scores >= min_score - 1e-7)
+        if passing.size > count:
+            # Every row scoring at least the count-th score stays, so a tie at the cut goes to
+            # the row added first (argpartition alone would pick among equals at random).
+            kth = np.partition(scores[passing], passing.size - count)[passing.size - count]
+            passing = passing[scores[passing] >= kth]
+        # Best first, ties in key order (lexsort: the last key is the primary one).
+        order = passing[np.lexsort((passing, -scores[passing]))][:count]
+        keys = self.keys[chosen[order]].tolist()
+        return [(k, min(1.0, float(s))) for k, s in zip(keys, scores[order].tolist(), strict=True)]
+
+
+def _inverse_norms(vectors: Matrix) -> Matrix:
+    norms = np.sqrt(np.einsum("ij,ij->i", vectors, vectors, dtype=np.float64))
+    scale: Matrix = (1.0 / np.maximum(norms, 1e-8)).astype(np.float32)
+    return scale
+
+
+Metadata = Mapping[str, Any]
+
+
+class MetadataIndex:
+    """Which rows (by key) a filter passes, found without testing every row: each top-level
+    metadata value is indexed (key and value -> rows), ranges are answered from the values of
+    a key in order, and `&`, `|`, `~` combine boolean masks over an index's rows. The meaning
+    is `Filter.test`'s exactly (kinds, absent keys, big ints); a filter it does not know is
+    tested row by row on the metadata the store passes in (`scan`). Rows are only added:
+    a key that left its `VectorIndex` is simply not found there."""
+
+    def __init__(self) -> None:
+        self._equal: dict[tuple[str, str, Any], list[int]] = {}
+        self._sorted: dict[tuple[str, str], tuple[list[Any], Keys]] = {}
+        self._segmented: list[int] = []  # rows that have a segment (and so metadata)
+        self._known = 0
+
+    def add(self, keys: Sequence[int], metadata: Sequence[Metadata | None]) -> None:
+        self._sorted.clear()
+        for row, meta in zip(keys, metadata, strict=True):
+            if meta is None:
                 continue
-            found.append(
-                EmbeddingMatch(
-                    score, self.ids[n], Embedding.trusted(self._raw[n].tolist()), self.segments[n]
-                )
+            self._segmented.append(row)
+            for name, value in meta.items():
+                kind = _kind(value)
+                if kind is not None:
+                    self._equal.setdefault((name, kind, value), []).append(row)
+        self._known += len(keys)
+
+    def __len__(self) -> int:
+        return self._known
+
+    def mask(
+        self,
+        condition: Filter,
+        index: VectorIndex,
+        scan: Callable[[Filter], Iterable[int]],
+    ) -> npt.NDArray[np.bool_]:
+        """Which of `index`'s rows pass `condition`: a boolean per position."""
+        if isinstance(condition, And):
+            return self.mask(condition.left, index, scan) & self.mask(condition.right, index, scan)
+        if isinstance(condition, Or):
+            return self.mask(condition.left, index, scan) | self.mask(condition.right, index, scan)
+        if isinstance(condition, Not):
+            return self._rows(self._segmented, index) & ~self.mask(condition.inner, index, scan)
+        if isinstance(condition, In):
+            found = np.zeros(len(index), dtype=np.bool_)
+            for value in condition.values:
+                found |= self._rows(self._equal.get(_entry(condition.key, value), ()), index)
+            if condition.negated:
+                return self._rows(self._segmented, index) & ~found
+            return found
+        if isinstance(condition, Compare):
+            return self._compare(condition, index)
+        return self._rows(list(scan(condition)), index)
+
+    def _compare(self, condition: Compare, index: VectorIndex) -> npt.NDArray[np.bool_]:
+        if condition.op in ("eq", "ne"):
+            equal = self._rows(self._equal.get(_entry(condition.key, condition.value), ()), index)
+            if condition.op == "eq":
+                return equal
+            return self._rows(self._segmented, index) & ~equal
+        kind = _kind(condition.value)
+        if kind not in ("number", "str"):
+            return np.zeros(len(index), dtype=np.bool_)
+        values, keys = self._ordered(condition.key, kind)
+        low, high = 0, len(values)
+        if condition.op == "gt":
+            low = bisect.bisect_right(values, condition.value)
+        elif condition.op == "gte":
+            low = bisect.bisect_left(values, condition.value)
+        elif condition.op == "lt":
+            high = bisect.bisect_left(values, condition.value)
+        else:
+            high = bisect.bisect_right(values, condition.value)
+        return self._rows(keys[low:high], index)
+
+    def _ordered(self, name: str, kind: str) -> tuple[list[Any], Keys]:
+        """The values of `name` of one kind in increasing order, and their rows."""
+        found = self._sorted.get((name, kind))
+        if found is None:
+            pairs = sorted(
+                (value, row)
+                for (key, value_kind, value), rows in self._equal.items()
+                if key == name and value_kind == kind
+                for row in rows
             )
-            if len(found) == max_results:
-                break
+            found = self._sorted[(name, kind)] = (
+                [p[0] for p in pairs],
+                np.fromiter((p[1] for p in pairs), dtype=np.int64, count=len(pairs)),
+            )
         return found
 
-    def embedding(self, row_id: str) -> Embedding:
-        return Embedding.trusted(self._raw[self._position[row_id]].tolist())
+    @staticmethod
+    def _rows(keys: Sequence[int] | Keys, index: VectorIndex) -> npt.NDArray[np.bool_]:
+        mask = np.zeros(len(index), dtype=np.bool_)
+        if len(keys):
+            mask[index.positions(keys)] = True
+        return mask
 
 
-def _passing(condition: Filter, segments: Sequence[TextSegment | None]) -> npt.NDArray[np.bool_]:
-    return np.fromiter(
-        (s is not None and condition.test(s.metadata) for s in segments),
-        dtype=np.bool_,
-        count=len(segments),
-    )
-
-
-def _unit(vectors: npt.ArrayLike) -> Matrix:
-    matrix = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    unit: Matrix = (matrix / np.maximum(norms, 1e-8)).astype(np.float32, copy=False)
-    return unit
+def _entry(name: str, value: Any) -> tuple[str, str, Any]:
+    return (name, _kind(value) or "", value)
 
 
 class Bm25:

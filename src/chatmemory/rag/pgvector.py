@@ -26,6 +26,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import numpy.typing as npt
+
 from .._errors import ConfigurationError, StoreError
 from ._embeddings import (
     UNSET,
@@ -43,6 +46,7 @@ from ._embeddings import (
 )
 from ._filters import Filter
 from ._values import TextSegment
+from ._vectors import as_matrix
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -53,6 +57,11 @@ __all__ = ["PgVectorEmbeddingStore"]
 _INSTALL = "pip install 'chatmemory[pgvector]'"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,40}")
 _CONFIG = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+_COPY_FROM = 64
+"""From this many rows, `add_all` sends them with COPY (below, one statement per row costs
+less than the staging table)."""
 
 
 def _modules() -> tuple[Any, Any, Any, Any]:
@@ -78,6 +87,12 @@ class PgVectorEmbeddingStore(SingleWrites):
     `table` is a plain SQL name, optionally ``schema.table``; `text_search_config` is the
     PostgreSQL text-search configuration of the full-text column ("english", "simple"...).
     Failures of the server raise `StoreError`.
+
+    `add_all` of many rows (64 or more) sends them with ``COPY`` in binary into a staging
+    table, then upserts them in one statement; a write of at least `rebuild_index_from` rows,
+    and at least as many as the table held, drops the HNSW index and builds it again once the
+    rows are in (building it at once is much faster than maintaining it row by row; searches
+    wait for that transaction).
     """
 
     def __init__(
@@ -89,6 +104,7 @@ class PgVectorEmbeddingStore(SingleWrites):
         text_search_config: str = "english",
         create: bool = True,
         ef_search: int = 100,
+        rebuild_index_from: int = 10_000,
         min_size: int = 1,
         max_size: int = 4,
         timeout: float = 30.0,
@@ -109,6 +125,15 @@ class PgVectorEmbeddingStore(SingleWrites):
             )
         if isinstance(ef_search, bool) or not isinstance(ef_search, int) or ef_search < 1:
             raise ConfigurationError(f"`ef_search` must be a positive int, got {ef_search!r}")
+        if (
+            isinstance(rebuild_index_from, bool)
+            or not isinstance(rebuild_index_from, int)
+            or rebuild_index_from < 1
+        ):
+            raise ConfigurationError(
+                f"`rebuild_index_from` must be a positive int, got {rebuild_index_from!r}"
+            )
+        self._rebuild_from = rebuild_index_from
         self.dimension = dimension
         self.table = table
         self._numpy = numpy
@@ -161,12 +186,15 @@ class PgVectorEmbeddingStore(SingleWrites):
 
     def add_all(
         self,
-        embeddings: Sequence[Embedding],
+        embeddings: Sequence[Embedding] | npt.NDArray[Any],
         segments: Sequence[TextSegment] | None = None,
         *,
         ids: Sequence[str] | None = None,
     ) -> list[str]:
-        """Store several in one transaction; an id already stored is replaced."""
+        """Store several (a list of Embeddings, or an `(n, dimension)` array) in one
+        transaction; an id already stored is replaced."""
+        if isinstance(embeddings, np.ndarray):
+            embeddings = [Embedding.trusted(row) for row in as_matrix(embeddings)]
         embeddings = list(embeddings)
         for embedding in embeddings:
             self._check_embedding(embedding)
@@ -186,14 +214,15 @@ class PgVectorEmbeddingStore(SingleWrites):
         check_finite(embeddings)
         from ._pg_filters import jsonb
 
+        last = {row_id: n for n, row_id in enumerate(chosen)}  # a repeated id: the last wins
         rows = [
             (
-                i,
-                self._numpy.asarray(e.vector, dtype=self._numpy.float32),
-                None if s is None else s.text,
-                jsonb(s.metadata if s is not None else {}),
+                chosen[n],
+                self._numpy.asarray(embeddings[n].array, dtype=self._numpy.float32),
+                None if given[n] is None else given[n].text,  # type: ignore[union-attr]
+                jsonb(given[n].metadata if given[n] is not None else {}),  # type: ignore[union-attr]
             )
-            for i, e, s in zip(chosen, embeddings, given, strict=True)
+            for n in sorted(last.values())
         ]
         if rows:
             with (
@@ -202,8 +231,29 @@ class PgVectorEmbeddingStore(SingleWrites):
                 conn.transaction(),
                 conn.cursor() as cursor,
             ):
-                cursor.executemany(self._sql.upsert, rows)
+                if len(rows) < _COPY_FROM:
+                    cursor.executemany(self._sql.upsert, rows)
+                else:
+                    self._copy(cursor, rows)
         return chosen
+
+    def _copy(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
+        """Many rows: COPY in binary to a staging table, one upsert from it, and the HNSW index
+        built again after a bulk load (see the class)."""
+        rebuild = len(rows) >= self._rebuild_from
+        if rebuild:
+            cursor.execute(self._sql.estimated_count)
+            rebuild = len(rows) >= (cursor.fetchone() or (0,))[0]
+        cursor.execute(self._sql.stage)
+        with cursor.copy(self._sql.copy) as copy:
+            copy.set_types(["text", "vector", "text", "jsonb"])
+            for row in rows:
+                copy.write_row(row)
+        if rebuild:
+            cursor.execute(self._sql.drop_index)
+        cursor.execute(self._sql.upsert_staged)
+        if rebuild:
+            cursor.execute(self._sql.hnsw)
 
     def remove_all(
         self, ids: Sequence[str] | Filter | _Unset = UNSET, *, filter: Filter | _Unset = UNSET
@@ -233,7 +283,7 @@ class PgVectorEmbeddingStore(SingleWrites):
         if not isinstance(request, EmbeddingSearchRequest):
             raise ConfigurationError(f"search() takes an EmbeddingSearchRequest, got {request!r}")
         self._check_embedding(request.query_embedding)
-        query = self._numpy.asarray(request.query_embedding.vector, dtype=self._numpy.float32)
+        query = self._numpy.asarray(request.query_embedding.array, dtype=self._numpy.float32)
         statement, params = self._sql.nearest(query, request.filter, request.max_results)
         with self._errors("search"), self._pool.connection() as conn:
             rows = conn.execute(statement, params).fetchall()
@@ -269,7 +319,7 @@ class PgVectorEmbeddingStore(SingleWrites):
     def _match(self, row: Sequence[Any], *, score: float) -> EmbeddingMatch:
         id, vector, text, metadata = row[:4]
         return EmbeddingMatch(
-            score, id, Embedding(tuple(vector.to_list())), _segment(text, metadata)
+            score, id, Embedding.trusted(vector.to_numpy()), _segment(text, metadata)
         )
 
     def _check_embedding(self, embedding: object) -> None:
@@ -318,6 +368,9 @@ class _Statements:
         base = parts[-1]
         self.name = name
         schema = [sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(parts[0]))]
+        self.hnsw = sql.SQL(
+            "CREATE INDEX IF NOT EXISTS {i} ON {t} USING hnsw (embedding vector_cosine_ops)"
+        ).format(i=sql.Identifier(f"{base}_hnsw"), t=name)
         self.create = [
             *(schema if len(parts) == 2 else []),
             sql.SQL(
@@ -325,9 +378,7 @@ class _Statements:
                 "NOT NULL, text text, metadata jsonb NOT NULL DEFAULT '{{}}', "
                 "tsv tsvector GENERATED ALWAYS AS (to_tsvector({c}, coalesce(text, ''))) STORED)"
             ).format(t=name, d=sql.Literal(dimension), c=sql.Literal(config)),
-            sql.SQL(
-                "CREATE INDEX IF NOT EXISTS {i} ON {t} USING hnsw (embedding vector_cosine_ops)"
-            ).format(i=sql.Identifier(f"{base}_hnsw"), t=name),
+            self.hnsw,
             sql.SQL("CREATE INDEX IF NOT EXISTS {i} ON {t} USING gin (tsv)").format(
                 i=sql.Identifier(f"{base}_tsv"), t=name
             ),
@@ -345,6 +396,25 @@ class _Statements:
             "ON CONFLICT (id) DO UPDATE SET embedding = excluded.embedding, "
             "text = excluded.text, metadata = excluded.metadata"
         ).format(t=name)
+        self.stage = sql.SQL(
+            "CREATE TEMP TABLE chatmemory_staging (id text, embedding vector({d}), text text, "
+            "metadata jsonb) ON COMMIT DROP"
+        ).format(d=sql.Literal(dimension))
+        self.copy = sql.SQL(
+            "COPY chatmemory_staging (id, embedding, text, metadata) FROM STDIN (FORMAT BINARY)"
+        )
+        self.upsert_staged = sql.SQL(
+            "INSERT INTO {t} (id, embedding, text, metadata) "
+            "SELECT id, embedding, text, metadata FROM chatmemory_staging "
+            "ON CONFLICT (id) DO UPDATE SET embedding = excluded.embedding, "
+            "text = excluded.text, metadata = excluded.metadata"
+        ).format(t=name)
+        self.estimated_count = sql.SQL(
+            "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = to_regclass({t})"
+        ).format(t=sql.Literal(".".join(parts)))
+        self.drop_index = sql.SQL("DROP INDEX IF EXISTS {i}").format(
+            i=sql.Identifier(*parts[:-1], f"{base}_hnsw")
+        )
         self.delete_ids = sql.SQL("DELETE FROM {t} WHERE id = ANY(%s)").format(t=name)
         self.count = sql.SQL("SELECT count(*) FROM {t}").format(t=name)
         self.config = config

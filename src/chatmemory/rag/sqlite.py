@@ -3,16 +3,26 @@
 Vectors are float32 BLOBs; searches run with numpy over a matrix each store object caches and
 refreshes only when the table changed: `PRAGMA data_version` tells, at no I/O cost, whether
 another connection committed, and new rows are appended to the cache without reading the old
-ones again; the store's own writes update the cache directly (the rows it removed go, the rows
-it added are taken as given). On a connection the application keeps, writes are a savepoint
-of its transaction and changes are told by the row count and top rowid. Text is indexed by
-SQLite's built-in FTS5 (BM25), so full-text and hybrid retrieval need nothing more. Only the
-standard library's `sqlite3` (no extension such as sqlite-vec, which many Python builds cannot
-load) and numpy.
+ones again; the store's own writes update the cache directly. On a connection the application
+keeps, writes are a savepoint of its transaction and changes are told by the row count and top
+rowid.
+
+Opening is one read of a few large BLOBs: beside the table, the store keeps every vector again
+in chunks of up to 4,096 rows (``<table>_vectors``: the rowids and the float32 matrix of each),
+written in the same transaction as the rows, so a new process loads the whole matrix without
+reading a row. Segments and metadata stay in the table and are read only for the rows a search
+returns (and, on the first filtered search, the metadata once, into an index of its values).
+The chunks are a copy the table can always overrule: a trigger counts updates made to the
+table by any program, and the row count and top rowid tell rows added or removed by another
+program; then the table is read as before, and the chunks are written again at the next write.
+Text is indexed by SQLite's built-in FTS5 (BM25), so full-text and hybrid retrieval need
+nothing more. Only the standard library's `sqlite3` (no extension such as sqlite-vec, which
+many Python builds cannot load) and numpy.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -26,10 +36,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from .._errors import ConfigurationError, StoreError
 from .._frozen import thaw
 from .._sqlite import forgetting, scrub
+from ._chunks import Chunks
 from ._embeddings import (
     UNSET,
     Embedding,
@@ -44,11 +56,11 @@ from ._embeddings import (
 )
 from ._filters import Filter
 from ._values import TextSegment
-from ._vectors import VectorIndex, check_embeddings, words
+from ._vectors import MetadataIndex, VectorIndex, check_embeddings, words
 
 __all__ = ["SqliteEmbeddingStore"]
 
-_Added = tuple[list[str], "np.ndarray[Any, np.dtype[np.float32]]", list[TextSegment | None]]
+_Added = tuple[list[str], "npt.NDArray[np.float32]", list[TextSegment | None]]
 """Rows a write added: ids, their vectors as one float32 matrix, their segments."""
 
 _SHARED_LOCKS: dict[int, threading.RLock] = {}
@@ -111,14 +123,19 @@ class SqliteEmbeddingStore(SingleWrites):
                 )
                 if self.path != ":memory:":
                     self._db.execute("PRAGMA journal_mode=WAL")
+                    # The chunks of vectors are read through the page cache's mapping, not
+                    # copied one page at a time (several times faster for large BLOBs).
+                    self._db.execute(f"PRAGMA mmap_size = {1 << 32}")
             forgetting(self._db)
+            mapped = None if self.path == ":memory:" else Path(f"{self.path}-{table}.vectors")
+            self._chunks = Chunks(table, mapped)
             self._create()
         except sqlite3.Error as error:
             raise StoreError(f"cannot open {self.path!r}: {error}", store=self) from None
         self._lock = _lock_for(self._db) if not self._owned else threading.RLock()
-        self._cache = VectorIndex()
-        self._rowids: dict[int, str] = {}  # the cache's rows: rowid -> id
-        self._rowid_of: dict[str, int] = {}  # and id -> rowid
+        self._cache = VectorIndex()  # the vectors, by rowid
+        self._metadata: MetadataIndex | None = None  # the cached rows' metadata, on first filter
+        self._masks: dict[str, npt.NDArray[np.bool_]] = {}  # by filter, until the cache changes
         self._damaged: dict[str, str] = {}  # rows that cannot be read: id -> why
         self._version: int | None = None  # PRAGMA data_version when the cache was read
         self._shape = (0, 0)  # row count and max rowid the cache holds
@@ -150,6 +167,7 @@ class SqliteEmbeddingStore(SingleWrites):
             END""",
         ):
             self._db.execute(statement)
+        self._chunks.create(self._db)
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
@@ -174,8 +192,14 @@ class SqliteEmbeddingStore(SingleWrites):
         self._db.execute("COMMIT")
 
     def close(self) -> None:
-        """Close the connection this store opened (a connection you gave stays open)."""
+        """Close the connection this store opened (a connection you gave stays open). When
+        this store's writes left the memory-mapped copy of the vectors behind, it is written
+        first from the cache, so that the next process opens without reading the table."""
         if self._owned:
+            with self._lock, contextlib.suppress(sqlite3.Error):
+                version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
+                if version == self._version:  # nothing committed since the cache was read
+                    self._chunks.keep(self._db, self._cache)
             self._db.close()
 
     def __enter__(self) -> SqliteEmbeddingStore:
@@ -201,45 +225,46 @@ class SqliteEmbeddingStore(SingleWrites):
 
     def add_all(
         self,
-        embeddings: Sequence[Embedding],
+        embeddings: Sequence[Embedding] | npt.NDArray[Any],
         segments: Sequence[TextSegment] | None = None,
         *,
         ids: Sequence[str] | None = None,
     ) -> list[str]:
-        lined_segments, lined_ids = check_embeddings(embeddings, segments, ids)
-        if not embeddings:
+        """Store several embeddings (a list, or an `(n, dimension)` array) with their segments,
+        in one transaction; their ids (new UUIDs unless `ids` are given; an id already stored
+        is replaced)."""
+        batch = check_embeddings(embeddings, segments, ids)
+        if not len(batch.vectors):
             return []
-        new_ids = [given or str(uuid.uuid4()) for given in lined_ids]
+        new_ids = [given or str(uuid.uuid4()) for given in batch.ids]
+        last = {row_id: n for n, row_id in enumerate(new_ids)}  # a repeated id: the last wins
+        order = sorted(last.values())
+        vectors = batch.vectors[order] if len(order) != len(new_ids) else batch.vectors
+        blobs = vectors.tobytes()
+        width = 4 * vectors.shape[1]
         rows = []
-        for row_id, embedding, segment in zip(new_ids, embeddings, lined_segments, strict=True):
-            metadata = None
+        for k, n in enumerate(order):
+            segment = batch.segments[n]
+            text = metadata = None
             if segment is not None:  # JSON-like by construction (TextSegment checks it)
+                text = segment.text
                 metadata = json.dumps(thaw(segment.metadata), ensure_ascii=False)
-            blob = np.asarray(embedding.vector, dtype=np.float32).tobytes()
-            rows.append((row_id, blob, None if segment is None else segment.text, metadata))
+            rows.append((new_ids[n], blobs[k * width : (k + 1) * width], text, metadata))
+        kept_ids = [new_ids[n] for n in order]
         with self._lock, self._errors("add embeddings"):
             self._refresh()
-            for embedding in embeddings:
-                self._cache.check(embedding)
-            if len({e.dimension for e in embeddings}) > 1:
-                raise ConfigurationError("add_all() got embeddings of several dimensions")
-            last = {r[0]: n for n, r in enumerate(rows)}  # a repeated id: the last one wins
-            order = sorted(last.values())
-            rows = [rows[n] for n in order]
-            added = (
-                [new_ids[n] for n in order],
-                np.asarray([embeddings[n].vector for n in order], dtype=np.float32),
-                [lined_segments[n] for n in order],
-            )
+            self._cache.check(vectors.shape[1])
             with self._following() as follow, self._writing():
-                self._db.executemany(
-                    f"DELETE FROM {self.table} WHERE id = ?", [(r[0],) for r in rows]
-                )
+                replaced = self._db.execute(
+                    f"DELETE FROM {self.table} WHERE id IN (SELECT value FROM json_each(?)) "
+                    f"RETURNING rowid, id",
+                    (json.dumps(kept_ids),),
+                ).fetchall()
                 self._db.executemany(
                     f"INSERT INTO {self.table} (id, vector, text, metadata) VALUES (?, ?, ?, ?)",
                     rows,
                 )
-                follow([r[0] for r in rows], added)
+                follow(replaced, (kept_ids, vectors, [batch.segments[n] for n in order]))
         return new_ids
 
     def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult:
@@ -247,7 +272,115 @@ class SqliteEmbeddingStore(SingleWrites):
             raise ConfigurationError(f"search() takes an EmbeddingSearchRequest, got {request!r}")
         with self._lock, self._errors("search"):
             self._refresh()
-            return EmbeddingSearchResult(self._cache.search(request))
+            while True:  # again only when a row found turned out unreadable (then left out)
+                candidates = None
+                if request.filter is not None and len(self._cache):
+                    candidates = np.flatnonzero(self._mask(request.filter))
+                found = self._cache.top(
+                    request.query_embedding, request.max_results, request.min_score, candidates
+                )
+                rows = self._read([k for k, _ in found])
+                if all(k in rows for k, _ in found):
+                    return EmbeddingSearchResult(
+                        tuple(self._match(rows[k], k, score) for k, score in found)
+                    )
+
+    def _match(self, row: tuple[str, TextSegment | None], key: int, score: float) -> EmbeddingMatch:
+        return EmbeddingMatch(score, row[0], self._cache.vector(key), row[1])
+
+    def _read(self, keys: Sequence[int]) -> dict[int, tuple[str, TextSegment | None]]:
+        """The id and segment of each of the rows `keys` (rowids) that can be read; a row that
+        cannot is named, logged once and left out of the cache (and so of every search), as is
+        one no longer in the table."""
+        if not keys:
+            return {}
+        found: dict[int, tuple[str, TextSegment | None]] = {}
+        rows = self._db.execute(
+            f"SELECT rowid, id, text, metadata FROM {self.table} "
+            f"WHERE rowid IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(keys)),),
+        )
+        for rowid, row_id, text, metadata in rows:
+            try:
+                found[rowid] = (row_id, _segment(text, metadata))
+            except ValueError as error:
+                self._unreadable(row_id, str(error))
+        gone = [k for k in keys if k not in found]
+        if gone:
+            self._forget_rows(gone)
+        return found
+
+    def _forget_rows(self, keys: Sequence[int]) -> None:
+        """Leave rows out of the cache (unreadable, or gone from the table)."""
+        self._cache.remove(keys)
+        self._masks.clear()
+
+    def _unreadable(self, row_id: str, why: str) -> None:
+        if self._damaged.get(row_id) != why:
+            log.warning(
+                "the embedding %r in %r cannot be read (%s): it is left out of every search; "
+                "remove it with repair()",
+                row_id,
+                self,
+                why,
+            )
+        self._damaged[row_id] = why
+
+    def _mask(self, condition: Filter) -> npt.NDArray[np.bool_]:
+        """Which of the cache's rows pass `condition` (kept by the filter's repr until the
+        cache changes)."""
+        name = repr(condition)
+        found = self._masks.get(name)
+        if found is None:
+            metadata = self._metadata_index()
+            if len(self._masks) >= 64:
+                self._masks.clear()
+            found = self._masks[name] = metadata.mask(condition, self._cache, self._scan)
+        return found
+
+    def _metadata_index(self) -> MetadataIndex:
+        """The index of every cached row's metadata, read once from the table (rows whose
+        metadata cannot be read are named and left out)."""
+        if self._metadata is None:
+            keys: list[int] = []
+            values: list[dict[str, Any] | None] = []
+            broken: list[int] = []
+            for rowid, row_id, text, metadata in self._db.execute(
+                f"SELECT rowid, id, text, metadata FROM {self.table} ORDER BY rowid"
+            ):
+                try:
+                    values.append(None if text is None else _metadata(text, metadata))
+                except ValueError as error:
+                    self._unreadable(row_id, str(error))
+                    broken.append(rowid)
+                    continue
+                keys.append(rowid)
+            if broken:
+                self._forget_rows(broken)
+            self._metadata = MetadataIndex()
+            self._metadata.add(keys, values)
+        return self._metadata
+
+    def _scan(self, condition: Filter) -> list[int]:
+        """The rows a filter the metadata index does not know passes, tested one by one."""
+        passing = []
+        for rowid, text, metadata in self._db.execute(
+            f"SELECT rowid, text, metadata FROM {self.table} WHERE text IS NOT NULL"
+        ):
+            try:
+                segment = _segment(text, metadata)
+            except ValueError:
+                continue
+            if segment is not None and condition.test(segment.metadata):
+                passing.append(rowid)
+        return passing
+
+    def _chosen(self, condition: Filter) -> list[int]:
+        if not len(self._cache):
+            return []
+        mask = self._mask(condition)  # first: reading the metadata may leave rows out
+        chosen: list[int] = self._cache.keys[mask].tolist()
+        return chosen
 
     def search_text(
         self, text: str, *, max_results: int = 3, filter: Filter | None = None
@@ -259,21 +392,37 @@ class SqliteEmbeddingStore(SingleWrites):
         query = " OR ".join('"' + term.replace('"', '""') + '"' for term in dict.fromkeys(terms))
         fts = f"{self.table}_fts"
         # Only rowids and scores leave FTS5 (sorting whole rows, vectors included, cost more
-        # than the ranking); the segments and vectors come from the cache, which the filter's
-        # mask also covers. A filter may drop rows, so then every match is ranked.
+        # than the ranking); segments are read for the rows returned. A filter may drop rows,
+        # so then every match is ranked.
         limit = "LIMIT ?" if filter is None else ""
         with self._lock, self._errors("search text"):
             self._refresh()
             ranked = self._db.execute(
                 f"SELECT rowid, -bm25({fts}) FROM {fts} WHERE {fts} MATCH ? "
                 f"ORDER BY bm25({fts}), rowid {limit}",
-                (query, max_results) if filter is None else (query,),
-            )
-            return self._cache.matches(
-                ((float(score), self._rowids.get(rowid)) for rowid, score in ranked),
-                max_results,
-                filter,
-            )
+                (query, max_results + len(self._damaged)) if filter is None else (query,),
+            ).fetchall()
+            mask = self._mask(filter) if filter is not None and len(self._cache) else None
+            keys = np.asarray([r[0] for r in ranked], dtype=np.int64)
+            held = np.searchsorted(self._cache.keys, keys)
+            held[held >= len(self._cache)] = 0
+            ok = (self._cache.keys[held] == keys) if len(self._cache) else keys < 0
+            if mask is not None:
+                ok &= mask[held]
+            chosen = [
+                (int(r[0]), float(r[1]))
+                for r, good in zip(ranked, ok.tolist(), strict=True)
+                if good
+            ]
+            found: list[EmbeddingMatch] = []
+            while chosen and len(found) < max_results:
+                part, chosen = (
+                    chosen[: max_results - len(found)],
+                    chosen[max_results - len(found) :],
+                )
+                rows = self._read([k for k, _ in part])
+                found += [self._match(rows[k], k, score) for k, score in part if k in rows]
+            return found
 
     def remove_all(
         self, ids: Sequence[str] | Filter | _Unset = UNSET, *, filter: Filter | _Unset = UNSET
@@ -283,66 +432,73 @@ class SqliteEmbeddingStore(SingleWrites):
             self._refresh()
             with self._following() as follow, self._writing():
                 if chosen is None:
-                    doomed = list(self._cache.ids)
-                    self._db.execute(f"DELETE FROM {self.table}")
+                    statement = f"DELETE FROM {self.table} RETURNING rowid, id"
+                    argument: tuple[str, ...] = ()
+                elif isinstance(chosen, list):
+                    statement = f"DELETE FROM {self.table} WHERE id IN "
+                    argument = (json.dumps(chosen),)
                 else:
-                    doomed = chosen if isinstance(chosen, list) else self._cache.matching(chosen)
-                    self._db.executemany(
-                        f"DELETE FROM {self.table} WHERE id = ?", [(i,) for i in doomed]
-                    )
-                follow(doomed)
+                    statement = f"DELETE FROM {self.table} WHERE rowid IN "
+                    argument = (json.dumps(self._chosen(chosen)),)
+                if chosen is not None:
+                    statement += "(SELECT value FROM json_each(?)) RETURNING rowid, id"
+                follow(self._db.execute(statement, argument).fetchall())
 
     def select(self, filter: Filter) -> dict[str, TextSegment | None]:
         """Every entry whose metadata passes `filter`: its segment, by id (exact)."""
         check_filter(filter)
         with self._lock, self._errors("select embeddings"):
             self._refresh()
-            return self._cache.selected(filter)
+            keys = self._chosen(filter)
+            rows = self._read(keys)
+            return dict(rows[k] for k in keys if k in rows)
 
     @contextmanager
     def _following(self) -> Iterator[Callable[..., None]]:
-        """Keep the cache in step with this store's own write, which the caller makes in the
-        block and reports with the ids it deleted (or replaced) and the rows it added (ids,
-        vectors, segments, in insertion order). When nothing else committed since the cache was
-        read (data_version, read under the write lock, says so), the cache drops those ids and
-        takes the added rows as they are, asking the table only for their rowids: no count over
-        the table, no reload after a replacement, no JSON decoded again. Otherwise, or on a
-        shared connection, `_refresh` decides after the write; after a failed write the cache
-        is read again on next use."""
-        current = self._owned and self._version is not None
+        """Keep the cache (and the chunks of vectors) in step with this store's own write,
+        which the caller makes in the block and reports with the (rowid, id) it deleted (or
+        replaced) and the rows it added (ids, vectors, segments, in insertion order). When
+        nothing else committed since the cache was read (data_version, read under the write
+        lock, says so), the cache drops those rows and takes the added ones as they are, asking
+        the table only for their rowids, and the chunks are written in the same transaction.
+        Otherwise, or on a shared connection, `_refresh` decides after the write; after a
+        failed write the cache is read again on next use."""
+        current = self._version is not None
 
-        def follow(deleted: Sequence[str], added: _Added | None = None) -> None:
+        def follow(deleted: Sequence[tuple[int, str]], added: _Added | None = None) -> None:
             nonlocal current
             version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
             current = current and version == self._version
-            if not current:
-                return
+            if not current:  # pragma: no cover - another process committed between the
+                return  # refresh under our lock and our write: `_refresh` reads it after
             known_count, known_top = self._shape
-            gone = self._cache.remove(deleted)
-            for row_id in deleted:
-                self._rowids.pop(self._rowid_of.pop(row_id, -1), None)
+            gone = self._cache.remove([r[0] for r in deleted])
+            for _, row_id in deleted:
                 if self._damaged.pop(row_id, None) is not None:
                     gone += 1  # a row the cache never held left the table too
             new = self._db.execute(
                 f"SELECT rowid, id FROM {self.table} WHERE rowid > ? ORDER BY rowid",
                 (int(known_top),),
             ).fetchall()
+            self._masks.clear()
             if added is not None and [r[1] for r in new] == added[0]:
-                self._cache.append(*added)
-                self._rowids.update((int(r[0]), r[1]) for r in new)
-                self._rowid_of.update((r[1], int(r[0])) for r in new)
-            elif new:
-                rows = self._rows(f"WHERE rowid > {int(known_top)}")
-                self._load(rows, self._cache, self._rowids, self._rowid_of)
+                keys = [int(r[0]) for r in new]
+                self._cache.append(keys, added[1])
+                if self._metadata is not None:
+                    self._metadata.add(keys, [_plain(s) for s in added[2]])
+            elif new:  # pragma: no cover - rows of another program in our transaction
+                self._load(self._rows(f"WHERE rowid > {int(known_top)}"))
             top = max(int(known_top), int(new[-1][0]) if new else 0)
             self._shape = (known_count - gone + len(new), top)
+            self._chunks.write(self._db, self._cache, [r[0] for r in deleted])
 
         try:
             yield follow
         except BaseException:
             self._version = None  # the write failed: read the table again on next use
+            self._chunks.forget()
             raise
-        if not current:
+        if not current:  # pragma: no cover - see above
             self._refresh(wrote=True)
 
     def _refresh(self, *, wrote: bool = False) -> None:
@@ -362,72 +518,85 @@ class SqliteEmbeddingStore(SingleWrites):
             return
         if self._version is not None and top >= known_top:
             rows = self._rows(f"WHERE rowid > {int(known_top)}")
-            replaced = {r[0] for r in rows if r[0] in self._cache}  # upserts: deleted, re-added
-            if known_count + len(rows) - len(replaced) == count:
-                for row_id in replaced:
-                    old = self._rowid_of.pop(row_id, None)
-                    if old is not None:
-                        self._rowids.pop(old, None)
-                self._load(rows, self._cache, self._rowids, self._rowid_of)
+            if known_count + len(rows) == count:  # rows were only added: read them alone
+                self._load(rows)
                 self._version, self._shape = version, (int(count), int(top))
                 return
-        fresh, rowids, rowid_of = VectorIndex(), dict[int, str](), dict[str, int]()
         self._damaged = {}
-        self._load(self._rows(""), fresh, rowids, rowid_of)
-        self._cache, self._rowids, self._rowid_of = fresh, rowids, rowid_of
+        self._metadata = None
+        self._masks.clear()
+        self._cache = self._chunks.read(self._db, int(count)) or self._read_table()
+        held = int(self._cache.keys[-1]) if len(self._cache) else 0
+        self._load(self._rows(f"WHERE rowid > {held}"))
         self._version, self._shape = version, (int(count), int(top))
+
+    def _read_table(self) -> VectorIndex:
+        """Every row's vector read from the table (the chunks were not in step with it)."""
+        self._chunks.forget()
+        rows = self._db.execute(
+            f"SELECT rowid, id, vector FROM {self.table} ORDER BY rowid"
+        ).fetchall()
+        index = VectorIndex()
+        self._add_rows(index, [(rowid, row_id, blob, None) for rowid, row_id, blob in rows])
+        return index
 
     def _rows(self, where: str) -> list[tuple[Any, ...]]:
         return self._db.execute(
-            f"SELECT id, vector, text, metadata, rowid FROM {self.table} {where} ORDER BY rowid"
+            f"SELECT rowid, id, vector, text, metadata FROM {self.table} {where} ORDER BY rowid"
         ).fetchall()
 
-    def _load(
-        self,
-        rows: list[tuple[Any, ...]],
-        index: VectorIndex,
-        rowids: dict[int, str],
-        rowid_of: dict[str, int],
-    ) -> None:
-        """Add `rows` to `index`; a row that cannot be read (written by another program, or a
-        damaged file) is left out, logged once with its id, and listed by `unreadable()`."""
+    def _load(self, rows: list[tuple[Any, ...]]) -> None:
+        """Add rows read from the table (rowid, id, vector, text, metadata) to the cache and
+        to the metadata index when there is one; a row that cannot be read (written by another
+        program, or a damaged file) is left out, logged once with its id, and listed by
+        `unreadable()`."""
         if not rows:
             return
-        dimension = index.dimension or _usual_dimension(rows)
-        good: list[tuple[str, Any, TextSegment | None, int]] = []
-        for row_id, blob, text, metadata, rowid in rows:
+        self._masks.clear()
+        good = self._add_rows(self._cache, [(r[0], r[1], r[2], r[3:]) for r in rows])
+        if self._metadata is not None:
+            keys, values = [], []
+            for rowid, _, _, text, metadata in rows:
+                if rowid in good:
+                    keys.append(rowid)
+                    values.append(None if text is None else _metadata(text, metadata))
+            self._metadata.add(keys, values)
+
+    def _add_rows(
+        self, index: VectorIndex, rows: list[tuple[int, str, object, tuple[Any, ...] | None]]
+    ) -> set[int]:
+        """Add (rowid, id, vector blob, (text, metadata) or None) to `index`: the rowids added."""
+        dimension = index.dimension or _usual_dimension([r[2] for r in rows])
+        keys: list[int] = []
+        vectors: list[Any] = []
+        for rowid, row_id, blob, segment in rows:
             try:
-                vector, segment = _decoded(blob, text, metadata, dimension)
+                vector = _vector(blob, dimension)
+                if segment is not None:
+                    _segment(*segment)
             except ValueError as error:
-                if self._damaged.get(row_id) != str(error):
-                    log.warning(
-                        "the embedding %r in %r cannot be read (%s): it is left out of every "
-                        "search; remove it with repair()",
-                        row_id,
-                        self,
-                        error,
-                    )
-                self._damaged[row_id] = str(error)
+                self._unreadable(row_id, str(error))
                 continue
             self._damaged.pop(row_id, None)
-            good.append((row_id, vector, segment, int(rowid)))
-        if not good:
-            return
-        index.append([g[0] for g in good], np.stack([g[1] for g in good]), [g[2] for g in good])
-        rowids.update((g[3], g[0]) for g in good)
-        rowid_of.update((g[0], g[3]) for g in good)
+            keys.append(int(rowid))
+            vectors.append(vector)
+        if keys:
+            index.append(keys, np.stack(vectors))
+        return set(keys)
 
     def unreadable(self) -> dict[str, str]:
         """The stored embeddings that cannot be read, by id, with the reason: left out of every
         search until `repair()` or `remove` takes them away."""
         with self._lock, self._errors("read the embeddings"):
             self._refresh()
+            self._metadata_index()  # reads every row's metadata: what cannot be read is named
             return {i: why for i, why in self._damaged.items() if i in self._stored(self._damaged)}
 
     def repair(self) -> list[str]:
         """Remove the embeddings that cannot be read; their ids."""
         with self._lock, self._errors("repair the embeddings"):
             self._refresh()
+            self._metadata_index()
             doomed = sorted(self._stored(self._damaged))
             if doomed:
                 with self._writing():
@@ -463,24 +632,25 @@ class SqliteEmbeddingStore(SingleWrites):
             return scrub(self._db)
 
 
-def _usual_dimension(rows: list[tuple[Any, ...]]) -> int:
+def _usual_dimension(blobs: Iterable[object]) -> int:
     """The vector length most rows have (in floats), which a damaged row does not."""
-    lengths = Counter(len(r[1]) // 4 for r in rows if isinstance(r[1], bytes) and r[1])
+    lengths = Counter(len(b) // 4 for b in blobs if isinstance(b, bytes) and b)
     return lengths.most_common(1)[0][0] if lengths else 0
 
 
-def _decoded(
-    blob: object, text: object, metadata: object, dimension: int
-) -> tuple[Any, TextSegment | None]:
-    """A stored row's vector and segment; ValueError saying what is wrong with it."""
+def _vector(blob: object, dimension: int) -> npt.NDArray[np.float32]:
+    """A stored row's vector; ValueError saying what is wrong with it."""
     if not isinstance(blob, bytes) or len(blob) != 4 * dimension or not dimension:
         size = len(blob) if isinstance(blob, bytes) else type(blob).__name__
         raise ValueError(f"its vector is {size} bytes, not {4 * dimension}")
     vector = np.frombuffer(blob, dtype=np.float32)
     if not np.isfinite(vector).all():
         raise ValueError("its vector holds NaN or an infinity")
-    if text is None:
-        return vector, None
+    return vector
+
+
+def _metadata(text: object, metadata: object) -> dict[str, Any]:
+    """A stored row's metadata as JSON gives it; ValueError saying what is wrong with it."""
     if not isinstance(text, str):
         raise ValueError(f"its text is {type(text).__name__}, not text")
     try:
@@ -489,7 +659,18 @@ def _decoded(
         raise ValueError("its metadata is not JSON") from None
     if not isinstance(meta, dict):
         raise ValueError(f"its metadata is {type(meta).__name__}, not a JSON object")
+    return meta
+
+
+def _segment(text: object, metadata: object) -> TextSegment | None:
+    """A stored row's segment; ValueError saying what is wrong with it."""
+    if text is None:
+        return None
     try:
-        return vector, TextSegment(text, meta)
+        return TextSegment(text, _metadata(text, metadata))  # type: ignore[arg-type]
     except ConfigurationError as error:
         raise ValueError(f"its metadata cannot be read: {error}") from None
+
+
+def _plain(segment: TextSegment | None) -> Any:
+    return None if segment is None else segment.metadata
