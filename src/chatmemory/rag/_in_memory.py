@@ -27,6 +27,7 @@ from ._embeddings import (
     removal,
 )
 from ._filters import Filter
+from ._hybrid import fused_search
 from ._values import TextSegment
 from ._vectors import VectorIndex, check_embeddings
 
@@ -79,6 +80,8 @@ class InMemoryEmbeddingStore(SingleWrites):
     def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult:
         if not isinstance(request, EmbeddingSearchRequest):
             raise ConfigurationError(f"search() takes an EmbeddingSearchRequest, got {request!r}")
+        if request.query is not None:  # hybrid: see _hybrid
+            return fused_search(self, request)
         with self._lock:
             return EmbeddingSearchResult(self._index.search(request))
 

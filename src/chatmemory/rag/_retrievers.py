@@ -41,7 +41,8 @@ def _content(match: EmbeddingMatch) -> Content | None:
 class EmbeddingStoreContentRetriever:
     """The segments whose embeddings are nearest the query's: at most `max_results` (3), with a
     relevance score of at least `min_score` (0.0), passing `filter`. Each setting may be a
-    function of the query."""
+    function of the query. The request carries the query's text, so a store that also searches
+    words answers with both rankings fused (hybrid search, see `EmbeddingSearchRequest`)."""
 
     def __init__(
         self,
@@ -75,6 +76,7 @@ class EmbeddingStoreContentRetriever:
             max_results=_resolve(self.max_results, query),
             min_score=_resolve(self.min_score, query),
             filter=_resolve(self.filter, query),
+            query=query.text,
         )
 
     def retrieve(self, query: Query) -> list[Content]:

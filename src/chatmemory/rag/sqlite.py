@@ -43,6 +43,7 @@ from ._embeddings import (
     removal,
 )
 from ._filters import Filter
+from ._hybrid import fused_search
 from ._values import TextSegment
 from ._vectors import VectorIndex, check_embeddings, words
 
@@ -245,6 +246,8 @@ class SqliteEmbeddingStore(SingleWrites):
     def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult:
         if not isinstance(request, EmbeddingSearchRequest):
             raise ConfigurationError(f"search() takes an EmbeddingSearchRequest, got {request!r}")
+        if request.query is not None:  # hybrid: see _hybrid
+            return fused_search(self, request)
         with self._lock, self._errors("search"):
             self._refresh()
             return EmbeddingSearchResult(self._cache.search(request))
