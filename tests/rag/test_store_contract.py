@@ -576,7 +576,7 @@ def test_a_request_with_its_query_text_fuses_words_and_vectors(store: Any) -> No
 def test_a_hybrid_request_keeps_its_filter_and_blank_text_means_vectors_alone(
     store: Any,
 ) -> None:
-    apples, pears, zebra = _zoo(store)
+    apples, pears, _zebra = _zoo(store)
     filtered = EmbeddingSearchRequest(
         query_embedding=vec(1, 0), max_results=5, query="pears", filter=key("shelf").eq("b")
     )
