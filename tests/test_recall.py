@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import datetime, timezone
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Protocol
@@ -35,6 +36,8 @@ from chatmemory.rag import (
     key,
 )
 from chatmemory.recall import SemanticRecall
+
+TODAY = datetime.now(timezone.utc).date().isoformat()
 from chatmemory.services import MemoryId, UserId, ai_service, system_message
 from chatmemory.testing import ScriptedChatModel
 from tests.conftest import server_unavailable
@@ -81,7 +84,8 @@ def test_an_evicted_fact_comes_back_with_its_neighbours(store: SqliteChatMemoryS
     block = recall.block([found])
     assert block.startswith("<recalled>\nEarlier messages that may be relevant")
     assert (
-        "[from conversation ann, message 1]\nassistant: Hi! How can I help?\nuser: My locker code"
+        f"[from conversation ann, message 1, {TODAY}]\nassistant: Hi! How can I help?\n"
+        "user: My locker code"
         in block
     )
     assert block.endswith("</recalled>")
@@ -101,7 +105,7 @@ def test_messages_in_the_window_are_not_recalled_and_repeats_are_merged(
     seqs = [(run.memory_id, seq) for run in found for seq in run.seqs]
     assert len(seqs) == len(set(seqs))
     assert all(seq >= 0 for _, seq in seqs)
-    assert len(found) <= 2
+    assert len(seqs) <= recall.max_messages == 10  # the default budget, in messages
     assert recall.recall(store, "ann", "   ") == []
 
 
