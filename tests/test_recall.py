@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from datetime import datetime, timezone
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any, Protocol
 
@@ -36,14 +36,13 @@ from chatmemory.rag import (
     key,
 )
 from chatmemory.recall import SemanticRecall
-
-TODAY = datetime.now(timezone.utc).date().isoformat()
 from chatmemory.services import MemoryId, UserId, ai_service, system_message
 from chatmemory.testing import ScriptedChatModel
 from tests.conftest import server_unavailable
 from tests.rag.pgvector_server import pgvector_dsn
 
 ESTIMATOR = OpenAiTokenCountEstimator("gpt-4o-mini")
+TODAY = datetime.now(timezone.utc).date().isoformat()
 FILLER = [
     UserMessage("Let us talk about the weather today."),
     AiMessage("It is mild and cloudy."),
@@ -85,8 +84,7 @@ def test_an_evicted_fact_comes_back_with_its_neighbours(store: SqliteChatMemoryS
     assert block.startswith("<recalled>\nEarlier messages that may be relevant")
     assert (
         f"[from conversation ann, message 1, {TODAY}]\nassistant: Hi! How can I help?\n"
-        "user: My locker code"
-        in block
+        "user: My locker code" in block
     )
     assert block.endswith("</recalled>")
 
@@ -276,6 +274,9 @@ def test_bad_settings_are_refused() -> None:
         ({"top_k": 0}, "`top_k` must be an int >= 1"),
         ({"message_range": -1}, "`message_range` must be an int >= 0"),
         ({"scope": "team"}, "`scope` is 'memory' or 'user'"),
+        ({"max_messages": 0}, "`max_messages` must be an int >= 1"),
+        ({"message_range": (1, 2, 3)}, "`message_range` is 'auto', an int or a pair"),
+        ({"hybrid": "yes"}, "`hybrid` is True or False"),
     ]
     for options, message in cases:
         with pytest.raises(ConfigurationError, match=message):
