@@ -49,9 +49,7 @@ def fuse(rankings: Sequence[Sequence[EmbeddingMatch]]) -> list[EmbeddingMatch]:
     for ranking in rankings:
         for rank, match in enumerate(ranking, start=1):
             totals[match.embedding_id] = totals.get(match.embedding_id, 0.0) + 1 / (RRF_K + rank)
-            known = first.get(match.embedding_id)
-            if known is None or (known.embedding is None and match.embedding is not None):
-                first[match.embedding_id] = match
+            first.setdefault(match.embedding_id, match)
     best = len(rankings) / (RRF_K + 1)
     order = sorted(totals, key=totals.__getitem__, reverse=True)
     return [dataclasses.replace(first[i], score=min(1.0, totals[i] / best)) for i in order]

@@ -44,6 +44,7 @@ from ._embeddings import (
 )
 from ._filters import Filter
 from ._hybrid import fused_search
+from ._sqlite_text import selective
 from ._values import TextSegment
 from ._vectors import VectorIndex, check_embeddings, words
 
@@ -256,16 +257,16 @@ class SqliteEmbeddingStore(SingleWrites):
         self, text: str, *, max_results: int = 3, filter: Filter | None = None
     ) -> list[EmbeddingMatch]:
         check_text_search(text, max_results, filter)
-        terms = words(text)
-        if not terms:
-            return []
-        query = " OR ".join('"' + term.replace('"', '""') + '"' for term in dict.fromkeys(terms))
         fts = f"{self.table}_fts"
         # Only rowids and scores leave FTS5 (sorting whole rows, vectors included, cost more
         # than the ranking); the segments and vectors come from the cache, which the filter's
         # mask also covers. A filter may drop rows, so then every match is ranked.
         limit = "LIMIT ?" if filter is None else ""
         with self._lock, self._errors("search text"):
+            terms = selective(self._db, fts, list(dict.fromkeys(words(text))))  # _sqlite_text
+            if not terms:
+                return []
+            query = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
             self._refresh()
             ranked = self._db.execute(
                 f"SELECT rowid, -bm25({fts}) FROM {fts} WHERE {fts} MATCH ? "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -64,7 +65,11 @@ def _window(snapshot: Any) -> Window:
 
 class SyncIo:
     def __init__(
-        self, history: Any, model: EmbeddingModel, store: EmbeddingStore, probe: Embedding
+        self,
+        history: Any,
+        model: EmbeddingModel,
+        store: EmbeddingStore,
+        probe: Callable[[], Embedding],
     ) -> None:
         self._history, self._model, self._store, self._probe = history, model, store, probe
 
@@ -86,7 +91,7 @@ class SyncIo:
             return self._store.select(condition)
         # A store of one's own without `select`: its filtered search, as exact as it is.
         request = EmbeddingSearchRequest(
-            query_embedding=self._probe, max_results=100_000, filter=condition
+            query_embedding=self._probe(), max_results=100_000, filter=condition
         )
         return {m.embedding_id: m.embedded for m in self._store.search(request).matches}
 
@@ -105,7 +110,11 @@ class AsyncIo:
     and store on a worker thread (`aembed_all` when the model has it)."""
 
     def __init__(
-        self, history: Any, model: EmbeddingModel, store: EmbeddingStore, probe: Embedding
+        self,
+        history: Any,
+        model: EmbeddingModel,
+        store: EmbeddingStore,
+        probe: Callable[[], Embedding],
     ) -> None:
         self._sync = SyncIo(history, model, store, probe)
         self._history, self._model = history, model

@@ -9,11 +9,14 @@ import bisect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+import numpy.typing as npt
+
 from .._flow import Flow, call
 from .._messages import ChatMessage
 from .._policies.summary import is_summary
 from .._policies.tool_groups import atomic_units
-from ..rag import Embedding, EmbeddingMatch, EmbeddingSearchRequest, cosine_similarity
+from ..rag import Embedding, EmbeddingMatch, EmbeddingSearchRequest
 from ..rag._vectors import words
 from ._index import history_rows, text_of
 from ._io import Io, Rows, Window
@@ -22,6 +25,7 @@ from ._kept import Kept
 if TYPE_CHECKING:
     from ._semantic import SemanticRecall
 
+Unit = npt.NDArray[np.float64]
 SHORT = 6
 """A matched message of at most this many words is a short reply: its question comes with it."""
 NEAR_DUPLICATE = 0.97
@@ -72,7 +76,7 @@ def recall(
     )
     matches = (yield from call(Io.search, request)).matches
     taken: set[tuple[str, int]] = set()
-    chosen: list[EmbeddingMatch] = []
+    chosen: list[tuple[list[str], Unit | None]] = []
     found: list[RecalledMessages] = []
     sources: dict[str, _Source] = {}
     spent = 0
@@ -96,7 +100,7 @@ def recall(
         if source.window is not None and meta.get("life", source.window.life) != source.window.life:
             continue  # an entry of an earlier life of that conversation: not its words now
         if seq in source.in_window or (name, seq) in taken or _repeats(match, chosen):
-            continue
+            continue  # (a match that is not a repeat is in `chosen` now)
         history = yield from history_rows(recall, name, source.kept)
         if not history or seq > history[-1][0]:
             history = yield from history_rows(recall, name, source.kept, reload=True)
@@ -105,7 +109,6 @@ def recall(
         if not run:
             continue
         taken.update((name, s) for s, _ in run)
-        chosen.append(match)
         spent += len(run)
         date = meta.get("date")
         found.append(
@@ -120,22 +123,31 @@ def recall(
     return found
 
 
-def _repeats(match: EmbeddingMatch, chosen: list[EmbeddingMatch]) -> bool:
+def _repeats(match: EmbeddingMatch, chosen: list[tuple[list[str], Unit | None]]) -> bool:
     """Whether `match` says what a match already taken said (the same words, or nearly the same
-    embedding): a second copy would spend the budget on nothing new."""
+    embedding): a second copy would spend the budget on nothing new. Else it joins `chosen`."""
     assert match.embedded is not None
     said = words(match.embedded.text)
-    for other in chosen:
-        assert other.embedded is not None
-        if words(other.embedded.text) == said:
-            return True
+    if any(other == said for other, _ in chosen):
+        return True
+    unit = _unit(match.embedding)
+    for _, other_unit in chosen:
         if (
-            match.embedding is not None
-            and other.embedding is not None
-            and cosine_similarity(match.embedding, other.embedding) >= NEAR_DUPLICATE
+            unit is not None
+            and other_unit is not None
+            and unit.shape == other_unit.shape
+            and float(unit @ other_unit) >= NEAR_DUPLICATE
         ):
             return True
+    chosen.append((said, unit))
     return False
+
+
+def _unit(embedding: Embedding | None) -> Unit | None:
+    if embedding is None:
+        return None
+    vector = np.fromiter(embedding.vector, dtype=np.float64, count=embedding.dimension)
+    return vector / max(float(np.linalg.norm(vector)), 1e-12)
 
 
 def _around(

@@ -77,6 +77,7 @@ class SemanticRecall:
         self.estimator = estimator or OpenAiTokenCountEstimator("gpt-4o")
         self.splitter = WordSplitter(chunk_size)
         self.keeping = Keeping()
+        self._probe: Embedding | None = None
 
     def __repr__(self) -> str:
         return (
@@ -85,14 +86,16 @@ class SemanticRecall:
         )
 
     def _sync(self, history: Any) -> SyncIo:
-        return SyncIo(history, self.embedding_model, self.store, self.probe())
+        return SyncIo(history, self.embedding_model, self.store, self.probe)
 
     def _async(self, history: Any) -> AsyncIo:
-        return AsyncIo(history, self.embedding_model, self.store, self.probe())
+        return AsyncIo(history, self.embedding_model, self.store, self.probe)
 
     def probe(self) -> Embedding:
         """The vector stored with an index mark (a mark is found by its metadata alone)."""
-        return Embedding((1.0,) + (0.0,) * (self.embedding_model.dimension - 1))
+        if self._probe is None:
+            self._probe = Embedding((1.0,) + (0.0,) * (self.embedding_model.dimension - 1))
+        return self._probe
 
     def condition(self, memory_id: str, user_id: str | None) -> Filter:
         """The index entries a recall for `memory_id` (and `user_id`) may find."""
