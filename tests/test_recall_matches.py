@@ -4,6 +4,7 @@ add, repeats skipped, at most `max_messages` messages, and who said it and when 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -153,3 +154,36 @@ def test_recall_and_forget_alike_for_asyncio(hybrid: bool) -> None:
     assert seqs[0] == 0
     assert forgotten == 8  # the seven messages (the window's too) and the mark
     assert recall.recall(history, "c", "locker code") == []
+
+
+NEAR = (
+    "The wifi password at home is maple7sky and it is written on the router in the hallway "
+    "near the front door of the flat"
+)
+
+
+def test_a_near_identical_message_is_a_repeat_and_a_store_without_vectors_still_recalls() -> None:
+    history = Dated(
+        [
+            (UserMessage(NEAR, name="Ann"), 0),
+            (UserMessage(NEAR.replace("flat", "flats"), name="Ann"), 1),  # nearly the same
+            *filler(12),
+        ]
+    )
+    recall = SemanticRecall(HashingEmbeddingModel(), InMemoryEmbeddingStore(), top_k=2)
+    recall.index(history, "c", full=True)
+    seqs = recalled(recall, history, "wifi password router hallway")
+    assert 0 in seqs
+    assert 1 not in seqs
+    bare = SemanticRecall(HashingEmbeddingModel(), WithoutVectors(), top_k=2)
+    bare.index(history, "c", full=True)
+    both = recalled(bare, history, "wifi password router hallway")
+    assert {0, 1} <= set(both)  # no vectors to compare: only the same words are a repeat
+
+
+class WithoutVectors(InMemoryEmbeddingStore):
+    """A store whose matches carry no embedding (allowed by the contract)."""
+
+    def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult:
+        found = super().search(request)
+        return EmbeddingSearchResult(tuple(replace(m, embedding=None) for m in found.matches))

@@ -2,19 +2,24 @@
 beside the window (Mastra's `semanticRecall`, without its cross-user leaks).
 
 ```python
-recall = SemanticRecall(HashingEmbeddingModel(), SqliteEmbeddingStore("chat.db"), top_k=2)
+recall = SemanticRecall(HashingEmbeddingModel(), SqliteEmbeddingStore("chat.db"))
 recall.index(store, "ann")                    # embed what is new in ann's history
 found = recall.recall(store, "ann", "what was my locker code?")
 print(recall.block(found))                    # the text a model call gets
 ```
 
-Every message with text is embedded (tool calls and results are not; long text is split into
-chunks), with its memory id, user id and sequence number as metadata. A recall embeds the query
-(cached), finds the `top_k` nearest messages that are no longer in the window, and returns each
-with `message_range` neighbours on either side (or ``(before, after)``, as Mastra's
-``messageRange: {before, after}``), whole tool exchanges only, without repeats. With
-`scope="user"` it searches every conversation of the same user; the user id is a filter of the
-store query, so one user never sees another's messages.
+Every message with text is indexed (tool calls and results are not; long text is split into
+chunks) as its words, after the speaker's name when the user message has one ("Ann: ..."), with
+its memory id, user id, sequence number, speaker and day as metadata. A recall embeds the query
+(cached) and sends one request carrying the embedding and the text, so a store that also
+searches words answers with both rankings fused (`hybrid=False`: vectors alone). It then spends
+its budget (`top_k` matches, `max_messages` messages) on matches that are no longer in the
+window and repeat no match taken (the same words, or a near-identical embedding), each with its
+neighbours where they add (`message_range="auto"`: a matched question's answer, a short reply's
+question, whole tool exchanges), or `message_range` on either side (``(before, after)`` as
+Mastra's ``messageRange: {before, after}``). With `scope="user"` it searches every conversation
+of the same user; the user id is a filter of the store query, so one user never sees another's
+messages.
 
 Indexing is idempotent (ids derive from the memory id, sequence number and chunk) and
 incremental (a mark per memory id records how far it went), so `index` after every turn costs
@@ -35,9 +40,7 @@ to `recall_budget` tokens, and the window gives up its oldest messages (whole to
 the request fits the memory's own budget again.
 """
 
-from ._block import with_recall
-from ._index import KIND
 from ._search import RecalledMessages
 from ._semantic import SemanticRecall
 
-__all__ = ["KIND", "RecalledMessages", "SemanticRecall", "with_recall"]
+__all__ = ["RecalledMessages", "SemanticRecall"]

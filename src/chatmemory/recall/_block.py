@@ -1,12 +1,11 @@
 """What recall puts before the model: the recalled runs as one delimited block (who said what,
-and on which day), and the window made to fit with it."""
+and on which day)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from .._messages import AiMessage, ChatMessage
-from .._policies.blocks import with_block
 from .._tokens import TokenCountEstimator
 from ._index import speaker, text_of
 from ._search import RecalledMessages
@@ -41,18 +40,3 @@ def _framed(parts: Sequence[str]) -> str:
         "<recalled>\nEarlier messages that may be relevant (recalled from the history, not part "
         "of the current exchange):\n\n" + "\n\n".join(parts) + "\n</recalled>"
     )
-
-
-def with_recall(
-    window: list[ChatMessage],
-    block: str,
-    *,
-    fits: Callable[[list[ChatMessage]], bool] | None = None,
-    keep: int = 0,
-) -> list[ChatMessage]:
-    """`window` with `block` at the end of its system message, first (or as one), giving up its
-    oldest messages (whole tool groups, never the last, never one of the last `keep`) while
-    `fits` says the request is too large."""
-    if not block:
-        return window
-    return with_block(window, block, fits, first=True, keep=keep)
