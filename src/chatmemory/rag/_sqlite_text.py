@@ -26,8 +26,10 @@ def selective(db: sqlite3.Connection, fts: str, terms: list[str], rows: int = RO
     db.execute(
         f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{vocab} USING fts5vocab(main, {fts}, 'row')"
     )
-    marks = ",".join("?" * len(terms))
-    counts = dict(db.execute(f"SELECT term, doc FROM temp.{vocab} WHERE term IN ({marks})", terms))
+    counts: dict[str, int] = {}
+    for term in terms:  # one seek per word (an IN list makes fts5vocab scan every term)
+        for (doc,) in db.execute(f"SELECT doc FROM temp.{vocab} WHERE term = ?", (term,)):
+            counts[term] = int(doc)
     for term in terms:  # FTS5 folds diacritics ("café" is "cafe"): such a word counts as rare
         if not term.isascii():
             counts.setdefault(term, 0)

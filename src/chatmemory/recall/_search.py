@@ -9,9 +9,6 @@ import bisect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-import numpy.typing as npt
-
 from .._flow import Flow, call
 from .._messages import ChatMessage
 from .._policies.summary import is_summary
@@ -25,11 +22,10 @@ from ._kept import Kept
 if TYPE_CHECKING:
     from ._semantic import SemanticRecall
 
-Unit = npt.NDArray[np.float64]
 SHORT = 6
 """A matched message of at most this many words is a short reply: its question comes with it."""
-NEAR_DUPLICATE = 0.97
-"""Cosine similarity at which a match repeats one already taken (it is skipped)."""
+NEAR_DUPLICATE = 0.85
+"""Share of words in common (Jaccard) at which a match repeats one already taken (skipped)."""
 DEPTH = 4
 """Candidates read per match wanted (matches in the window or repeated are skipped)."""
 
@@ -76,7 +72,7 @@ def recall(
     )
     matches = (yield from call(Io.search, request)).matches
     taken: set[tuple[str, int]] = set()
-    chosen: list[tuple[list[str], Unit | None]] = []
+    chosen: list[set[str]] = []
     found: list[RecalledMessages] = []
     sources: dict[str, _Source] = {}
     spent = 0
@@ -123,31 +119,17 @@ def recall(
     return found
 
 
-def _repeats(match: EmbeddingMatch, chosen: list[tuple[list[str], Unit | None]]) -> bool:
-    """Whether `match` says what a match already taken said (the same words, or nearly the same
-    embedding): a second copy would spend the budget on nothing new. Else it joins `chosen`."""
+def _repeats(match: EmbeddingMatch, chosen: list[set[str]]) -> bool:
+    """Whether `match` says what a match already taken said (nearly the same words: a Jaccard
+    similarity of `NEAR_DUPLICATE` or more): a second copy would spend the budget on nothing
+    new. Else its words join `chosen`."""
     assert match.embedded is not None
-    said = words(match.embedded.text)
-    if any(other == said for other, _ in chosen):
-        return True
-    unit = _unit(match.embedding)
-    for _, other_unit in chosen:
-        if (
-            unit is not None
-            and other_unit is not None
-            and unit.shape == other_unit.shape
-            and float(unit @ other_unit) >= NEAR_DUPLICATE
-        ):
+    said = set(words(match.embedded.text))
+    for other in chosen:
+        if said == other or len(said & other) >= NEAR_DUPLICATE * len(said | other):
             return True
-    chosen.append((said, unit))
+    chosen.append(said)
     return False
-
-
-def _unit(embedding: Embedding | None) -> Unit | None:
-    if embedding is None:
-        return None
-    vector = np.fromiter(embedding.vector, dtype=np.float64, count=embedding.dimension)
-    return vector / max(float(np.linalg.norm(vector)), 1e-12)
 
 
 def _around(
