@@ -25,3 +25,12 @@ def test_words_found_everywhere_are_not_ranked_by_and_rare_ones_are(tmp_path: Pa
             query_embedding=Embedding((1.0, 0.0, 0.5)), max_results=1, query="common"
         )
         assert len(store.search(hybrid).matches) == 1  # the vectors answer alone
+
+
+def test_word_counts_are_read_again_once_the_table_grew(tmp_path: Path) -> None:
+    with SqliteEmbeddingStore(tmp_path / "v.db") as store:
+        store.add_all([Embedding((1.0, 0.0))], [TextSegment("a zebra")])
+        assert len(store.search_text("zebra", max_results=1)) == 1  # rare: ranked by
+        more = [TextSegment(f"zebra crossing {i}") for i in range(2_100)]
+        store.add_all([Embedding((1.0, float(i))) for i in range(len(more))], more)
+        assert store.search_text("zebra", max_results=1) == []  # common now: counted again

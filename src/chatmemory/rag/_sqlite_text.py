@@ -19,17 +19,34 @@ ROWS = 2_000
 """The matching rows a full-text search may rank (about 7 µs each)."""
 
 
-def selective(db: sqlite3.Connection, fts: str, terms: list[str], rows: int = ROWS) -> list[str]:
+def selective(
+    db: sqlite3.Connection,
+    fts: str,
+    terms: list[str],
+    known: dict[str, tuple[int, int]],
+    size: int,
+    rows: int = ROWS,
+) -> list[str]:
     """The rarest of `terms` (distinct, FTS5 tokens) in the index `fts` whose document counts
-    add up to at most `rows`, rarest first."""
+    add up to at most `rows`, rarest first. Counting reads a word's whole posting list, so the
+    counts are kept in `known` (word: count, and the table's `size` then) and read again once
+    the table grew by a quarter."""
     vocab = f"{fts}_vocab"
-    db.execute(
-        f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{vocab} USING fts5vocab(main, {fts}, 'row')"
-    )
     counts: dict[str, int] = {}
-    for term in terms:  # one seek per word (an IN list makes fts5vocab scan every term)
-        for (doc,) in db.execute(f"SELECT doc FROM temp.{vocab} WHERE term = ?", (term,)):
-            counts[term] = int(doc)
+    for term in terms:
+        count, then = known.get(term, (-1, -1))
+        if then < 0 or size > then * 1.25 + 100:
+            db.execute(
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{vocab} "
+                f"USING fts5vocab(main, {fts}, 'row')"
+            )
+            found = db.execute(f"SELECT doc FROM temp.{vocab} WHERE term = ?", (term,))
+            count = next((int(doc) for (doc,) in found), 0)
+            if len(known) > 100_000:
+                known.clear()
+            known[term] = (count, size)
+        if count > 0:
+            counts[term] = count
     for term in terms:  # FTS5 folds diacritics ("café" is "cafe"): such a word counts as rare
         if not term.isascii():
             counts.setdefault(term, 0)

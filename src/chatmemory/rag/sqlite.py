@@ -124,6 +124,7 @@ class SqliteEmbeddingStore(SingleWrites):
         self._damaged: dict[str, str] = {}  # rows that cannot be read: id -> why
         self._version: int | None = None  # PRAGMA data_version when the cache was read
         self._shape = (0, 0)  # row count and max rowid the cache holds
+        self._term_docs: dict[str, tuple[int, int]] = {}  # see _sqlite_text
 
     def __repr__(self) -> str:
         return f"SqliteEmbeddingStore({self.path!r}, table={self.table!r})"
@@ -263,11 +264,13 @@ class SqliteEmbeddingStore(SingleWrites):
         # mask also covers. A filter may drop rows, so then every match is ranked.
         limit = "LIMIT ?" if filter is None else ""
         with self._lock, self._errors("search text"):
-            terms = selective(self._db, fts, list(dict.fromkeys(words(text))))  # _sqlite_text
+            self._refresh()
+            terms = selective(  # the words worth ranking by: see _sqlite_text
+                self._db, fts, list(dict.fromkeys(words(text))), self._term_docs, len(self._cache)
+            )
             if not terms:
                 return []
             query = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
-            self._refresh()
             ranked = self._db.execute(
                 f"SELECT rowid, -bm25({fts}) FROM {fts} WHERE {fts} MATCH ? "
                 f"ORDER BY bm25({fts}), rowid {limit}",
