@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .._flow import Flow, call
-from .._messages import ChatMessage
+from .._messages import AiMessage, ChatMessage, ToolExecutionResultMessage
 from .._policies.summary import is_summary
 from .._policies.tool_groups import atomic_units
 from ..rag import Embedding, EmbeddingMatch, EmbeddingSearchRequest
@@ -151,17 +151,25 @@ def _around(
     else:
         low = max(0, position - recall.before)
         high = min(len(history), position + recall.after + 1)
-    wide_low, wide_high = max(0, low - 64), min(len(history), high + 64)
-    messages = [m for _, m in history[wide_low:wide_high]]
-    for unit in atomic_units(messages):  # whole tool exchanges only
-        first, last = unit[0] + wide_low, unit[-1] + wide_low
-        if first < high and last >= low and len(unit) > 1:
-            low, high = min(low, first), max(high, last + 1)
+    if _in_exchange(history[low][1]) or _in_exchange(history[high - 1][1]):
+        wide_low, wide_high = max(0, low - 64), min(len(history), high + 64)
+        messages = [m for _, m in history[wide_low:wide_high]]
+        for unit in atomic_units(messages):  # whole tool exchanges only
+            first, last = unit[0] + wide_low, unit[-1] + wide_low
+            if first < high and last >= low and len(unit) > 1:
+                low, high = min(low, first), max(high, last + 1)
     run = [(s, m) for s, m in history[low:high] if s not in in_window and not is_summary(m)]
     if len(run) > budget:
         nearest = sorted(run, key=lambda row: abs(row[0] - seq))[:budget]
         run = sorted(nearest, key=lambda row: row[0])
     return run
+
+
+def _in_exchange(message: ChatMessage) -> bool:
+    """Whether a run ending (or starting) at `message` may cut a tool exchange in two."""
+    return isinstance(message, ToolExecutionResultMessage) or (
+        isinstance(message, AiMessage) and bool(message.tool_execution_requests)
+    )
 
 
 def _position(history: Rows, seq: int) -> int | None:
