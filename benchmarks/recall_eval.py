@@ -28,7 +28,6 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from chatmemory import AiMessage, ChatMessage, UserMessage
-from chatmemory._contracts import HistoryEntry, StoredMessage, WindowSnapshot
 from chatmemory.rag import (
     EmbeddingModel,
     EmbeddingSearchRequest,
@@ -38,6 +37,7 @@ from chatmemory.rag import (
     key,
 )
 from chatmemory.recall import SemanticRecall
+from chatmemory.stores import HistoryEntry, StoredMessage, WindowSnapshot
 
 from .common import table
 

@@ -10,7 +10,6 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from chatmemory import AiMessage, ChatMessage, UserMessage
-from chatmemory._contracts import HistoryEntry, StoredMessage, WindowSnapshot
 from chatmemory.rag import (
     EmbeddingSearchRequest,
     EmbeddingSearchResult,
@@ -18,6 +17,7 @@ from chatmemory.rag import (
     InMemoryEmbeddingStore,
 )
 from chatmemory.recall import SemanticRecall
+from chatmemory.stores import HistoryEntry, StoredMessage, WindowSnapshot
 
 START = datetime(2025, 3, 1, 12, tzinfo=timezone.utc)
 

@@ -30,12 +30,12 @@ def selective(
     """The rarest of `terms` (distinct, FTS5 tokens) in the index `fts` whose document counts
     add up to at most `rows`, rarest first. Counting reads a word's whole posting list, so the
     counts are kept in `known` (word: count, and the table's `size` then) and read again once
-    the table grew by a quarter."""
+    the table grew by a quarter (a word absent then is looked up every time: a cheap seek)."""
     vocab = f"{fts}_vocab"
     counts: dict[str, int] = {}
     for term in terms:
         count, then = known.get(term, (-1, -1))
-        if then < 0 or size > then * 1.25 + 100:
+        if count <= 0 or size > then * 1.25 + 100:  # unknown, absent, or the table grew
             db.execute(
                 f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{vocab} "
                 f"USING fts5vocab(main, {fts}, 'row')"
