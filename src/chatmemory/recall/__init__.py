@@ -14,7 +14,7 @@ its memory id, user id, sequence number, speaker and day as metadata. A recall e
 (cached) and sends one request carrying the embedding and the text, so a store that also
 searches words answers with both rankings fused (`hybrid=False`: vectors alone). It then spends
 its budget (`top_k` matches, `max_messages` messages) on matches that are no longer in the
-window and repeat no match taken (the same words, or a near-identical embedding), each with its
+window and repeat no match taken (nearly the same words), each with its
 neighbours where they add (`message_range="auto"`: a matched question's answer, a short reply's
 question, whole tool exchanges), or `message_range` on either side (``(before, after)`` as
 Mastra's ``messageRange: {before, after}``). With `scope="user"` it searches every conversation
