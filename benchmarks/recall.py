@@ -107,7 +107,7 @@ def _latency_rows(sizes: tuple[int, ...], with_pgvector: bool) -> list[list[obje
             )
             floor = _turns(plain, memory_id)
             for name, vectors in stores:
-                recall = SemanticRecall(model, vectors, top_k=2)
+                recall = SemanticRecall(model, vectors)
                 recall.index(chats, memory_id)
                 service = ai_service(
                     Agent,
@@ -179,7 +179,8 @@ def run(quick: bool = False) -> Iterator[str]:
     yield table("Recall: embedding one query", ["model", "p50"], _embedding_rows(models))
     sizes = (1_000, 10_000) if quick else (10_000, 100_000)
     yield table(
-        f"Recall: a service turn with semantic recall (top_k 2, hashing model) over N stored "
+        f"Recall: a service turn with semantic recall (defaults: hybrid, top_k 10; hashing "
+        f"model) over N stored "
         f"messages (floor: the same turn without recall; median of {TURNS} turns)",
         ["embedding store", "messages", "with recall", "floor", "recall adds"],
         _latency_rows(sizes, with_pgvector=True),

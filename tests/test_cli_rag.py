@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
@@ -185,7 +186,7 @@ def test_the_demo_answers_from_its_help_center_offline() -> None:
         assert "assistant: From the help center: Refunds take five business days." in scene
         recalled = out.split("recall · a fact from long ago")[1]
         assert "the window holds 6 messages" in recalled
-        assert "recalled (score 0." in recalled
+        assert re.search(r"recalled \(score [01]\.\d", recalled)
         assert "My locker number is 217 and the code is 4711." in recalled
         assert "assistant: Your locker code is 4711." in recalled
 
@@ -208,8 +209,9 @@ def test_history_show_recall_shows_what_recall_would_bring_back(home: Path) -> N
             memory.add(UserMessage(text))
     before = db.read_bytes()
     out = run("history", "show", "ann", "--recall", "locker code", "--top-k", "1").output
-    assert out.startswith("[1] score 0.")
-    assert "messages 0–2" in out
+    assert re.match(
+        r"\[1\] score [01]\.\d{3}, messages 0–1\n", out
+    )  # a short fact: its turn before
     assert "My locker code is 4711." in out
     assert (
         "nothing out of the window of bob matches 'Hiking'"

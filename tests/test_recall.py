@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any, Protocol
 
@@ -41,6 +42,7 @@ from tests.conftest import server_unavailable
 from tests.rag.pgvector_server import pgvector_dsn
 
 ESTIMATOR = OpenAiTokenCountEstimator("gpt-4o-mini")
+TODAY = datetime.now(timezone.utc).date().isoformat()
 FILLER = [
     UserMessage("Let us talk about the weather today."),
     AiMessage("It is mild and cloudy."),
@@ -81,8 +83,8 @@ def test_an_evicted_fact_comes_back_with_its_neighbours(store: SqliteChatMemoryS
     block = recall.block([found])
     assert block.startswith("<recalled>\nEarlier messages that may be relevant")
     assert (
-        "[from conversation ann, message 1]\nassistant: Hi! How can I help?\nuser: My locker code"
-        in block
+        f"[from conversation ann, message 1, {TODAY}]\nassistant: Hi! How can I help?\n"
+        "user: My locker code" in block
     )
     assert block.endswith("</recalled>")
 
@@ -101,7 +103,7 @@ def test_messages_in_the_window_are_not_recalled_and_repeats_are_merged(
     seqs = [(run.memory_id, seq) for run in found for seq in run.seqs]
     assert len(seqs) == len(set(seqs))
     assert all(seq >= 0 for _, seq in seqs)
-    assert len(found) <= 2
+    assert len(seqs) <= recall.max_messages == 10  # the default budget, in messages
     assert recall.recall(store, "ann", "   ") == []
 
 
@@ -272,6 +274,9 @@ def test_bad_settings_are_refused() -> None:
         ({"top_k": 0}, "`top_k` must be an int >= 1"),
         ({"message_range": -1}, "`message_range` must be an int >= 0"),
         ({"scope": "team"}, "`scope` is 'memory' or 'user'"),
+        ({"max_messages": 0}, "`max_messages` must be an int >= 1"),
+        ({"message_range": (1, 2, 3)}, "`message_range` is 'auto', an int or a pair"),
+        ({"hybrid": "yes"}, "`hybrid` is True or False"),
     ]
     for options, message in cases:
         with pytest.raises(ConfigurationError, match=message):

@@ -611,3 +611,63 @@ def test_add_all_takes_an_array_of_vectors(store: Any) -> None:
     with pytest.raises(ConfigurationError, match="NaN or an infinity"):
         store.add_all(np.full((1, DIMENSION), 1e39))  # beyond float32
     assert store.count() == 3
+
+
+# -- one request, both rankings (hybrid search)
+
+
+def _zoo(store: Any) -> list[str]:
+    ids: list[str] = store.add_all(
+        [vec(1, 0), vec(0.9, 0.1), vec(0, 1)],
+        [
+            TextSegment("apples and pears", {"shelf": "a"}),
+            TextSegment("pears and plums", {"shelf": "b"}),
+            TextSegment("the zebra locker code is 4711", {"shelf": "a"}),
+        ],
+    )
+    return ids
+
+
+def test_a_request_with_its_query_text_fuses_words_and_vectors(store: Any) -> None:
+    apples, pears, zebra = _zoo(store)
+    by_vector = EmbeddingSearchRequest(query_embedding=vec(1, 0.05), max_results=2)
+    assert [m.embedding_id for m in store.search(by_vector).matches] == [apples, pears]
+    hybrid = EmbeddingSearchRequest(
+        query_embedding=vec(1, 0.05), max_results=2, query="where is the zebra code"
+    )
+    found = store.search(hybrid).matches
+    # the words lift the zebra (first by text, third by vector) above both fruit
+    assert [m.embedding_id for m in found] == [zebra, apples]
+    assert all(0 < m.score <= 1 for m in found)
+    assert found[1].embedded == TextSegment("apples and pears", {"shelf": "a"})
+    first_in_both = EmbeddingSearchRequest(query_embedding=vec(1, 0), max_results=1, query="apples")
+    assert store.search(first_in_both).matches[0].score == pytest.approx(1.0)
+
+
+def test_a_hybrid_request_keeps_its_filter_and_blank_text_means_vectors_alone(
+    store: Any,
+) -> None:
+    apples, pears, _zebra = _zoo(store)
+    filtered = EmbeddingSearchRequest(
+        query_embedding=vec(1, 0), max_results=5, query="pears", filter=key("shelf").eq("b")
+    )
+    assert [m.embedding_id for m in store.search(filtered).matches] == [pears]
+    blank = EmbeddingSearchRequest(query_embedding=vec(1, 0), max_results=1, query="  ")
+    assert blank.query is None
+    assert [m.embedding_id for m in store.search(blank).matches] == [apples]
+
+
+def test_a_query_that_is_not_text_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="`query` must be a str"):
+        EmbeddingSearchRequest(query_embedding=vec(1, 0), query=42)  # type: ignore[arg-type]
+
+
+def test_the_embedding_store_retriever_sends_the_query_text(store: Any) -> None:
+    from chatmemory.rag import EmbeddingStoreContentRetriever
+
+    model = WordsModel()
+    texts = ["apples and pears", "pears and plums", "the zebra locker code is 4711"]
+    store.add_all(model.embed_all(texts), [TextSegment(t) for t in texts])
+    retriever = EmbeddingStoreContentRetriever(store, model, max_results=1)
+    [found] = retriever.retrieve(Query("zebra"))
+    assert found.text == "the zebra locker code is 4711"

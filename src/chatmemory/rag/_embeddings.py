@@ -153,12 +153,15 @@ class AsyncEmbeddingModel(Protocol):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EmbeddingSearchRequest:
     """The `max_results` stored embeddings nearest `query_embedding` with a relevance score of at
-    least `min_score` among those whose segment's metadata passes `filter`."""
+    least `min_score` among those whose segment's metadata passes `filter`. `query` is the text
+    the embedding was made from (LangChain4j's `query`): a store that also searches words
+    (`FullTextSearch`) then answers with both rankings fused (hybrid search); others ignore it."""
 
     query_embedding: Embedding
     max_results: int = 3
     min_score: float = 0.0
     filter: Filter | None = None
+    query: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.query_embedding, Embedding):
@@ -173,6 +176,10 @@ class EmbeddingSearchRequest:
             raise ConfigurationError(f"`min_score` must be in [0, 1], got {self.min_score!r}")
         if self.filter is not None and not isinstance(self.filter, Filter):
             raise ConfigurationError(f"`filter` must be a Filter, got {self.filter!r}")
+        if self.query is not None and not isinstance(self.query, str):
+            raise ConfigurationError(f"`query` must be a str (the query text), got {self.query!r}")
+        if self.query is not None and not self.query.strip():
+            object.__setattr__(self, "query", None)  # no words: a vector search alone
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,7 @@ from ._embeddings import (
     removal,
 )
 from ._filters import Filter
+from ._hybrid import fused_search
 from ._values import TextSegment
 from ._vectors import Bm25, MetadataIndex, VectorIndex, check_embeddings
 
@@ -138,6 +139,8 @@ class InMemoryEmbeddingStore(SingleWrites):
     def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult:
         if not isinstance(request, EmbeddingSearchRequest):
             raise ConfigurationError(f"search() takes an EmbeddingSearchRequest, got {request!r}")
+        if request.query is not None:  # hybrid: see _hybrid
+            return fused_search(self, request)
         with self._lock:
             candidates = None
             if request.filter is not None and len(self._index):

@@ -44,7 +44,9 @@ class EmbeddingStoreContentRetriever(ListenedRetriever):
     """The segments whose embeddings are nearest the query's: at most `max_results` (3), with a
     relevance score of at least `min_score` (0.0), passing `filter`. Each setting may be a
     function of the query. The query is embedded as a query (`InputType`), for the models
-    that tell queries from documents. `listeners` are told of each retrieval."""
+    that tell queries from documents, and the request carries its text, so a store that also
+    searches words answers with both rankings fused (hybrid search, see
+    `EmbeddingSearchRequest`). `listeners` are told of each retrieval."""
 
     def __init__(
         self,
@@ -80,6 +82,7 @@ class EmbeddingStoreContentRetriever(ListenedRetriever):
             max_results=_resolve(self.max_results, query),
             min_score=_resolve(self.min_score, query),
             filter=_resolve(self.filter, query),
+            query=query.text,
         )
 
     def _retrieve(self, query: Query) -> list[Content]:

@@ -45,6 +45,7 @@ from ._embeddings import (
     removal,
 )
 from ._filters import Filter
+from ._hybrid import fused_search
 from ._values import TextSegment
 from ._vectors import as_matrix
 
@@ -282,6 +283,8 @@ class PgVectorEmbeddingStore(SingleWrites):
         (the HNSW index) without a filter, exact with one."""
         if not isinstance(request, EmbeddingSearchRequest):
             raise ConfigurationError(f"search() takes an EmbeddingSearchRequest, got {request!r}")
+        if request.query is not None:  # hybrid: see _hybrid
+            return fused_search(self, request)
         self._check_embedding(request.query_embedding)
         query = self._numpy.asarray(request.query_embedding.array, dtype=self._numpy.float32)
         statement, params = self._sql.nearest(query, request.filter, request.max_results)

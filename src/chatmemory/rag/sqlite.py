@@ -55,6 +55,8 @@ from ._embeddings import (
     removal,
 )
 from ._filters import Filter
+from ._hybrid import fused_search
+from ._sqlite_text import selective
 from ._values import TextSegment
 from ._vectors import MetadataIndex, VectorIndex, check_embeddings, words
 
@@ -139,6 +141,7 @@ class SqliteEmbeddingStore(SingleWrites):
         self._damaged: dict[str, str] = {}  # rows that cannot be read: id -> why
         self._version: int | None = None  # PRAGMA data_version when the cache was read
         self._shape = (0, 0)  # row count and max rowid the cache holds
+        self._term_docs: dict[str, tuple[int, int]] = {}  # see _sqlite_text
 
     def __repr__(self) -> str:
         return f"SqliteEmbeddingStore({self.path!r}, table={self.table!r})"
@@ -270,6 +273,8 @@ class SqliteEmbeddingStore(SingleWrites):
     def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult:
         if not isinstance(request, EmbeddingSearchRequest):
             raise ConfigurationError(f"search() takes an EmbeddingSearchRequest, got {request!r}")
+        if request.query is not None:  # hybrid: see _hybrid
+            return fused_search(self, request)
         with self._lock, self._errors("search"):
             self._refresh()
             while True:  # again only when a row found turned out unreadable (then left out)
@@ -386,10 +391,6 @@ class SqliteEmbeddingStore(SingleWrites):
         self, text: str, *, max_results: int = 3, filter: Filter | None = None
     ) -> list[EmbeddingMatch]:
         check_text_search(text, max_results, filter)
-        terms = words(text)
-        if not terms:
-            return []
-        query = " OR ".join('"' + term.replace('"', '""') + '"' for term in dict.fromkeys(terms))
         fts = f"{self.table}_fts"
         # Only rowids and scores leave FTS5 (sorting whole rows, vectors included, cost more
         # than the ranking); segments are read for the rows returned. A filter may drop rows,
@@ -397,6 +398,12 @@ class SqliteEmbeddingStore(SingleWrites):
         limit = "LIMIT ?" if filter is None else ""
         with self._lock, self._errors("search text"):
             self._refresh()
+            terms = selective(  # the words worth ranking by: see _sqlite_text
+                self._db, fts, list(dict.fromkeys(words(text))), self._term_docs, len(self._cache)
+            )
+            if not terms:
+                return []
+            query = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
             ranked = self._db.execute(
                 f"SELECT rowid, -bm25({fts}) FROM {fts} WHERE {fts} MATCH ? "
                 f"ORDER BY bm25({fts}), rowid {limit}",

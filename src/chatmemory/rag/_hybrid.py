@@ -1,0 +1,55 @@
+"""One search request, both rankings: when an `EmbeddingSearchRequest` carries its query text,
+a store that also searches words (`FullTextSearch`) answers with its vector ranking and its
+full-text ranking fused by reciprocal rank (RRF, k = 60), as LangChain4j's hybrid stores do.
+
+The fused score is the RRF total divided by the best total possible (first in both lists), so it
+stays on the 0..1 scale of relevance scores: 1.0 for a segment ranked first by both. `min_score`
+applies to the vector ranking (a cosine relevance) before fusing; each list is read `DEPTH`
+deep (at least `max_results`), since fusion lifts what one list ranks low.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Protocol
+
+from ._embeddings import EmbeddingMatch, EmbeddingSearchRequest, EmbeddingSearchResult
+from ._filters import Filter
+
+__all__ = ["DEPTH", "RRF_K", "fused_search"]
+
+RRF_K = 60
+DEPTH = 50
+
+
+class _Both(Protocol):
+    def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult: ...
+
+    def search_text(
+        self, text: str, *, max_results: int = 3, filter: Filter | None = None
+    ) -> list[EmbeddingMatch]: ...
+
+
+def fused_search(store: _Both, request: EmbeddingSearchRequest) -> EmbeddingSearchResult:
+    """`request` answered by `store`'s vector and full-text rankings fused (the store's `search`
+    calls this when `request.query` is set)."""
+    assert request.query is not None
+    depth = max(DEPTH, request.max_results)
+    vectors = store.search(dataclasses.replace(request, query=None, max_results=depth)).matches
+    texts = store.search_text(request.query, max_results=depth, filter=request.filter)
+    return EmbeddingSearchResult(tuple(fuse([vectors, texts])[: request.max_results]))
+
+
+def fuse(rankings: Sequence[Sequence[EmbeddingMatch]]) -> list[EmbeddingMatch]:
+    """Matches of several rankings by descending RRF total (ties in first-seen order), each
+    with its fused score on the 0..1 scale."""
+    totals: dict[str, float] = {}
+    first: dict[str, EmbeddingMatch] = {}
+    for ranking in rankings:
+        for rank, match in enumerate(ranking, start=1):
+            totals[match.embedding_id] = totals.get(match.embedding_id, 0.0) + 1 / (RRF_K + rank)
+            first.setdefault(match.embedding_id, match)
+    best = len(rankings) / (RRF_K + 1)
+    order = sorted(totals, key=totals.__getitem__, reverse=True)
+    return [dataclasses.replace(first[i], score=min(1.0, totals[i] / best)) for i in order]
