@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
@@ -188,3 +189,26 @@ class WithoutVectors(InMemoryEmbeddingStore):
     def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult:
         found = super().search(request)
         return EmbeddingSearchResult(tuple(replace(m, embedding=None) for m in found.matches))
+
+
+def test_recall_embeds_its_queries_as_queries_and_the_history_as_documents() -> None:
+    seen: list[tuple[str | None, int]] = []
+
+    class Typed(HashingEmbeddingModel):
+        def embed_all(self, texts: Any, *, input_type: str | None = None) -> Any:
+            seen.append((input_type, len(texts)))
+            return super().embed_all(texts)
+
+        async def aembed_all(self, texts: Any, *, input_type: str | None = None) -> Any:
+            return self.embed_all(texts, input_type=input_type)
+
+    history = Dated([(UserMessage("the locker code is 4711"), 0), *filler(6)])
+    recall = SemanticRecall(embedding_model=Typed(), embedding_store=InMemoryEmbeddingStore())
+    recall.index(history, "c", full=True)
+    assert recalled(recall, history, "which locker code?")[0] == 0
+    assert {kind for kind, _ in seen} == {"document", "query"}
+    assert sum(n for kind, n in seen if kind == "document") >= 7  # the history, as documents
+    assert ("query", 1) in seen
+    seen.clear()
+    asyncio.run(recall.arecall(history, "c", "what code again?"))
+    assert seen == [("query", 1)]

@@ -101,7 +101,7 @@ def index(recall: SemanticRecall, memory_id: str, user_id: str | None, full: boo
     embedded: dict[str, Embedding] = {}
     for start in range(0, len(texts), BATCH):
         batch = texts[start : start + BATCH]
-        embedded.update(zip(batch, (yield from call(Io.embed, batch)), strict=True))
+        embedded.update(zip(batch, (yield from call(Io.embed, batch, "document")), strict=True))
     for start in range(0, len(segments), BATCH):
         batch_segments = segments[start : start + BATCH]
         vectors = [embedded[s.text] for s in batch_segments]

@@ -3,7 +3,6 @@ sync caller and once for asyncio: each method a few lines, the logic is in the f
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -11,7 +10,9 @@ from typing import Any, Protocol
 
 from .._contracts import HistoryEntry
 from .._messages import ChatMessage
+from .._threads import in_thread
 from ..rag import (
+    AsyncEmbeddingModel,
     Embedding,
     EmbeddingModel,
     EmbeddingSearchRequest,
@@ -21,6 +22,7 @@ from ..rag import (
     MetadataSelect,
     TextSegment,
 )
+from ..rag._input_types import InputType, aembed, embed
 
 Rows = list[tuple[int, ChatMessage]]
 
@@ -46,7 +48,7 @@ class Io(Protocol):
         """The window and its life, when the store has the window contract."""
         ...
 
-    def embed(self, texts: list[str]) -> list[Embedding]: ...
+    def embed(self, texts: list[str], input_type: InputType) -> list[Embedding]: ...
 
     def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult: ...
 
@@ -80,8 +82,8 @@ class SyncIo:
         load = getattr(self._history, "load_window", None)
         return None if load is None else _window(load(memory_id))
 
-    def embed(self, texts: list[str]) -> list[Embedding]:
-        return self._model.embed_all(texts)
+    def embed(self, texts: list[str], input_type: InputType) -> list[Embedding]:
+        return embed(self._model, texts, input_type)
 
     def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult:
         return self._store.search(request)
@@ -122,32 +124,31 @@ class AsyncIo:
     async def history(self, memory_id: str) -> list[HistoryEntry]:
         if inspect.iscoroutinefunction(self._history.history):
             return await self._history.history(memory_id)  # type: ignore[no-any-return]
-        return await asyncio.to_thread(self._sync.history, memory_id)
+        return await in_thread(self._sync.history, memory_id)
 
     async def window(self, memory_id: str) -> Window | None:
         load = getattr(self._history, "load_window", None)
         if load is None:
             return None
         if not inspect.iscoroutinefunction(load):
-            return await asyncio.to_thread(self._sync.window, memory_id)
+            return await in_thread(self._sync.window, memory_id)
         return _window(await load(memory_id))
 
-    async def embed(self, texts: list[str]) -> list[Embedding]:
-        aembed = getattr(self._model, "aembed_all", None)
-        if aembed is not None:
-            return await aembed(texts)  # type: ignore[no-any-return]
-        return await asyncio.to_thread(self._sync.embed, texts)
+    async def embed(self, texts: list[str], input_type: InputType) -> list[Embedding]:
+        if isinstance(self._model, AsyncEmbeddingModel):
+            return await aembed(self._model, texts, input_type)
+        return await in_thread(self._sync.embed, texts, input_type)
 
     async def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult:
-        return await asyncio.to_thread(self._sync.search, request)
+        return await in_thread(self._sync.search, request)
 
     async def select(self, condition: Filter) -> dict[str, TextSegment | None]:
-        return await asyncio.to_thread(self._sync.select, condition)
+        return await in_thread(self._sync.select, condition)
 
     async def add_all(
         self, embeddings: list[Embedding], segments: list[TextSegment], ids: list[str]
     ) -> None:
-        await asyncio.to_thread(self._sync.add_all, embeddings, segments, ids)
+        await in_thread(self._sync.add_all, embeddings, segments, ids)
 
     async def remove(self, ids: list[str]) -> None:
-        await asyncio.to_thread(self._sync.remove, ids)
+        await in_thread(self._sync.remove, ids)

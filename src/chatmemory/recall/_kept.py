@@ -5,9 +5,9 @@ lock."""
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from .._lru import LruCache
 from ..rag import Embedding
 from ._io import Rows
 
@@ -35,40 +35,29 @@ class Kept:
 class Keeping:
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self._kept: OrderedDict[str, Kept] = OrderedDict()
-        self._queries: OrderedDict[str, Embedding] = OrderedDict()
+        self._kept: LruCache[str, Kept] = LruCache(KEPT)
+        self._queries: LruCache[str, Embedding] = LruCache(QUERIES)
 
     def of(self, memory_id: str, life: str | None) -> Kept:
         """What is kept of `memory_id` for `life` (None: a store that does not tell lives, whose
         history is then never kept); anything kept for another life is dropped."""
         with self.lock:
             kept = self._kept.get(memory_id)
-            if kept is None or life is None or kept.life != life:
-                kept = Kept(life or "")
-                if life is not None:
-                    self._kept[memory_id] = kept
-                    while len(self._kept) > KEPT:
-                        self._kept.popitem(last=False)
-                else:
-                    self._kept.pop(memory_id, None)
+            if kept is not None and life is not None and kept.life == life:
+                return kept
+            kept = Kept(life or "")
+            if life is not None:
+                self._kept.put(memory_id, kept)
             else:
-                self._kept.move_to_end(memory_id)
+                self._kept.pop(memory_id)
             return kept
 
     def drop(self, memory_ids: set[str]) -> None:
-        with self.lock:
-            for memory_id in memory_ids:
-                self._kept.pop(memory_id, None)
+        for memory_id in memory_ids:
+            self._kept.pop(memory_id)
 
     def query(self, text: str) -> Embedding | None:
-        with self.lock:
-            found = self._queries.get(text)
-            if found is not None:
-                self._queries.move_to_end(text)
-            return found
+        return self._queries.get(text)
 
     def remember_query(self, text: str, embedding: Embedding) -> None:
-        with self.lock:
-            self._queries[text] = embedding
-            while len(self._queries) > QUERIES:
-                self._queries.popitem(last=False)
+        self._queries.put(text, embedding)

@@ -46,7 +46,7 @@ def embed_query(recall: SemanticRecall, text: str) -> Flow[Embedding]:
     found = recall.keeping.query(text)
     if found is not None:
         return found
-    [embedding] = yield from call(Io.embed, [text])
+    [embedding] = yield from call(Io.embed, [text], "query")
     recall.keeping.remember_query(text, embedding)
     return embedding
 
