@@ -2,7 +2,7 @@
 
 Each runs the turn's flow, hands every effect to its port by the effect's class (a `match`
 that mypy checks is complete) and sends the result back, or the exception the port raised (the
-turn may handle it). `Emit` is the one effect a driver handles itself: a streaming driver hands
+turn may handle it). `fx.Emit` is the one effect a driver handles itself: a streaming driver hands
 the event to its caller, the others drop it. However the flow ends, the flow and the port are
 closed (streams closed, tools and moderation started beside the turn cancelled).
 """
@@ -15,27 +15,7 @@ from typing import Generic, TypeVar
 from typing_extensions import assert_never
 
 from .. import telemetry
-from ._effects import (
-    Ask,
-    Augment,
-    AwaitTool,
-    Commit,
-    Emit,
-    Index,
-    Moderate,
-    Next,
-    Open,
-    Provide,
-    ReadWorking,
-    Recall,
-    RunTool,
-    StartTool,
-    Suspend,
-    TurnEffect,
-    TurnFlow,
-    Verdict,
-    Window,
-)
+from . import _effects as fx
 from ._ports import AsyncPort, SyncPort
 from ._results import Finished, ServiceEvent
 
@@ -50,12 +30,12 @@ class _Steps(Generic[T]):
 
     __slots__ = ("error", "flow", "result")
 
-    def __init__(self, flow: TurnFlow[T]) -> None:
+    def __init__(self, flow: fx.TurnFlow[T]) -> None:
         self.flow = flow
         self.result: object = None
         self.error: Exception | None = None
 
-    def next(self) -> TurnEffect | Finished[T]:
+    def next(self) -> fx.TurnEffect | Finished[T]:
         result, error = self.result, self.error
         self.result = self.error = None
         try:
@@ -64,24 +44,24 @@ class _Steps(Generic[T]):
             return Finished(stop.value)
 
 
-def _spanned(effect: TurnEffect) -> tuple[str, dict[str, object]] | None:
+def _spanned(effect: fx.TurnEffect) -> tuple[str, dict[str, object]] | None:
     """The span a traced call gives an effect (the model's and the tools' have their own)."""
     match effect:
-        case Commit():
+        case fx.Commit():
             return "chatmemory commit", {"chatmemory.messages.written": len(effect.messages)}
-        case Augment():
+        case fx.Augment():
             return "chatmemory retrieve", {}
-        case Recall():
+        case fx.Recall():
             return "chatmemory recall", {}
-        case Index():
+        case fx.Index():
             return "chatmemory index", {}
-        case Verdict():
+        case fx.Verdict():
             return "chatmemory moderation", {}
         case _:
             return None
 
 
-def _sync(effect: TurnEffect, port: SyncPort) -> object:
+def _sync(effect: fx.TurnEffect, port: SyncPort) -> object:
     named = _spanned(effect) if telemetry.tracing() else None
     if named is None:
         return _carry_out(effect, port)
@@ -89,7 +69,7 @@ def _sync(effect: TurnEffect, port: SyncPort) -> object:
         return _carry_out(effect, port)
 
 
-async def _async(effect: TurnEffect, port: AsyncPort) -> object:
+async def _async(effect: fx.TurnEffect, port: AsyncPort) -> object:
     named = _spanned(effect) if telemetry.tracing() else None
     if named is None:
         return await _acarry_out(effect, port)
@@ -97,95 +77,95 @@ async def _async(effect: TurnEffect, port: AsyncPort) -> object:
         return await _acarry_out(effect, port)
 
 
-def _carry_out(effect: TurnEffect, port: SyncPort) -> object:  # noqa: C901 - a case an effect
+def _carry_out(effect: fx.TurnEffect, port: SyncPort) -> object:  # noqa: C901 - a case an effect
     match effect:
-        case Window():
+        case fx.Window():
             return port.window(effect)
-        case ReadWorking():
+        case fx.ReadWorking():
             return port.read_working(effect)
-        case Recall():
+        case fx.Recall():
             return port.recall(effect)
-        case Augment():
+        case fx.Augment():
             return port.augment(effect)
-        case Provide():
+        case fx.Provide():
             return port.provide(effect)
-        case Ask():
+        case fx.Ask():
             return port.ask(effect)
-        case Open():
+        case fx.Open():
             return port.open(effect)
-        case Next():
+        case fx.Next():
             return port.next(effect)
-        case RunTool():
+        case fx.RunTool():
             return port.run_tool(effect)
-        case StartTool():
+        case fx.StartTool():
             return port.start_tool(effect)
-        case AwaitTool():
+        case fx.AwaitTool():
             return port.await_tool(effect)
-        case Moderate():
+        case fx.Moderate():
             port.moderate(effect)
             return None
-        case Verdict():
+        case fx.Verdict():
             return port.verdict(effect)
-        case Commit():
+        case fx.Commit():
             port.commit(effect)
             return None
-        case Index():
+        case fx.Index():
             port.index(effect)
             return None
-        case Suspend():
+        case fx.Suspend():
             port.suspend(effect)
             return None
-        case Emit():
+        case fx.Emit():
             return None
         case _:
             assert_never(effect)
 
 
-async def _acarry_out(effect: TurnEffect, port: AsyncPort) -> object:  # noqa: C901 - as above
+async def _acarry_out(effect: fx.TurnEffect, port: AsyncPort) -> object:  # noqa: C901 - as above
     match effect:
-        case Window():
+        case fx.Window():
             return await port.window(effect)
-        case ReadWorking():
+        case fx.ReadWorking():
             return await port.read_working(effect)
-        case Recall():
+        case fx.Recall():
             return await port.recall(effect)
-        case Augment():
+        case fx.Augment():
             return await port.augment(effect)
-        case Provide():
+        case fx.Provide():
             return await port.provide(effect)
-        case Ask():
+        case fx.Ask():
             return await port.ask(effect)
-        case Open():
+        case fx.Open():
             return await port.open(effect)
-        case Next():
+        case fx.Next():
             return await port.next(effect)
-        case RunTool():
+        case fx.RunTool():
             return await port.run_tool(effect)
-        case StartTool():
+        case fx.StartTool():
             return await port.start_tool(effect)
-        case AwaitTool():
+        case fx.AwaitTool():
             return await port.await_tool(effect)
-        case Moderate():
+        case fx.Moderate():
             await port.moderate(effect)
             return None
-        case Verdict():
+        case fx.Verdict():
             return await port.verdict(effect)
-        case Commit():
+        case fx.Commit():
             await port.commit(effect)
             return None
-        case Index():
+        case fx.Index():
             await port.index(effect)
             return None
-        case Suspend():
+        case fx.Suspend():
             await port.suspend(effect)
             return None
-        case Emit():
+        case fx.Emit():
             return None
         case _:
             assert_never(effect)
 
 
-def run(flow: TurnFlow[T], port: SyncPort) -> T:
+def run(flow: fx.TurnFlow[T], port: SyncPort) -> T:
     """Run the turn blocking; its value."""
     steps = _Steps(flow)
     try:
@@ -200,12 +180,12 @@ def run(flow: TurnFlow[T], port: SyncPort) -> T:
         port.close()
 
 
-def stream(flow: TurnFlow[T], port: SyncPort) -> Generator[ServiceEvent, None, T]:
+def stream(flow: fx.TurnFlow[T], port: SyncPort) -> Generator[ServiceEvent, None, T]:
     """Run the turn blocking, yielding what it emits; its value is the generator's."""
     steps = _Steps(flow)
     try:
         while not isinstance(effect := steps.next(), Finished):
-            if isinstance(effect, Emit):
+            if isinstance(effect, fx.Emit):
                 yield effect.event
                 continue
             try:
@@ -218,7 +198,7 @@ def stream(flow: TurnFlow[T], port: SyncPort) -> Generator[ServiceEvent, None, T
         port.close()
 
 
-async def arun(flow: TurnFlow[T], port: AsyncPort) -> T:
+async def arun(flow: fx.TurnFlow[T], port: AsyncPort) -> T:
     """Run the turn on asyncio; its value."""
     steps = _Steps(flow)
     try:
@@ -233,12 +213,14 @@ async def arun(flow: TurnFlow[T], port: AsyncPort) -> T:
         await port.aclose()
 
 
-async def astream(flow: TurnFlow[T], port: AsyncPort) -> AsyncIterator[ServiceEvent | Finished[T]]:
+async def astream(
+    flow: fx.TurnFlow[T], port: AsyncPort
+) -> AsyncIterator[ServiceEvent | Finished[T]]:
     """Run the turn on asyncio, yielding what it emits, and last `Finished` with its value."""
     steps = _Steps(flow)
     try:
         while not isinstance(effect := steps.next(), Finished):
-            if isinstance(effect, Emit):
+            if isinstance(effect, fx.Emit):
                 yield effect.event
                 continue
             try:

@@ -38,24 +38,7 @@ from ..rag import AugmentationResult, RetrievalAugmentor
 from ..rag._augmentor import AsyncRetrievalAugmentor
 from ..tools import AsyncToolProvider, Tool, ToolOutput, ToolProvider
 from ..working import RecordStore
-from ._effects import (
-    Ask,
-    Augment,
-    AwaitTool,
-    Commit,
-    Index,
-    Moderate,
-    Next,
-    Open,
-    Provide,
-    ReadWorking,
-    Recall,
-    RunTool,
-    StartTool,
-    Suspend,
-    Verdict,
-    Window,
-)
+from . import _effects as fx
 from ._memories import is_async_memory
 from ._recalling import RecallStep
 from ._results import ServiceEvent
@@ -74,33 +57,33 @@ class Previewing(Protocol):
     def preview(self, *messages: Any, reread: bool = True) -> Any: ...
 
 
-def _window(memory: ChatMemory, effect: Window) -> list[ChatMessage]:
+def _window(memory: ChatMemory, effect: fx.Window) -> list[ChatMessage]:
     if isinstance(memory, Previewing):
         return cast(list[ChatMessage], memory.preview(effect.pending, reread=effect.reread))
     return [*memory.messages(), *effect.pending]
 
 
-async def _awindow(memory: AsyncChatMemory, effect: Window) -> list[ChatMessage]:
+async def _awindow(memory: AsyncChatMemory, effect: fx.Window) -> list[ChatMessage]:
     if isinstance(memory, Previewing):
         return cast(list[ChatMessage], await memory.preview(effect.pending, reread=effect.reread))
     return [*(await memory.messages()), *effect.pending]
 
 
-def _run_tool(effect: RunTool | StartTool) -> Attempt:
+def _run_tool(effect: fx.RunTool | fx.StartTool) -> Attempt:
     if telemetry.tracing():
         with telemetry.span(*_tool_span(effect)):
             return _run(effect)
     return _run(effect)
 
 
-async def _arun_tool(effect: RunTool | StartTool) -> Attempt:
+async def _arun_tool(effect: fx.RunTool | fx.StartTool) -> Attempt:
     if telemetry.tracing():
         with telemetry.span(*_tool_span(effect)):
             return await _arun(effect)
     return await _arun(effect)
 
 
-def _tool_span(effect: RunTool | StartTool) -> tuple[str, dict[str, object]]:
+def _tool_span(effect: fx.RunTool | fx.StartTool) -> tuple[str, dict[str, object]]:
     request = effect.request
     return f"execute_tool {request.name}", {
         "gen_ai.operation.name": "execute_tool",
@@ -109,7 +92,7 @@ def _tool_span(effect: RunTool | StartTool) -> tuple[str, dict[str, object]]:
     }
 
 
-def _run(effect: RunTool | StartTool) -> Attempt:
+def _run(effect: fx.RunTool | fx.StartTool) -> Attempt:
     started = begin(effect.request, effect.before)
     tool = effect.tool
     if tool is None:
@@ -124,7 +107,7 @@ def _run(effect: RunTool | StartTool) -> Attempt:
     return ended(effect.request, tool, started, output)
 
 
-async def _arun(effect: RunTool | StartTool) -> Attempt:
+async def _arun(effect: fx.RunTool | fx.StartTool) -> Attempt:
     started = begin(effect.request, effect.before)
     tool = effect.tool
     if tool is None:
@@ -188,69 +171,69 @@ class SyncPort:
     _opened: list[Iterator[ServiceEvent]] = field(default_factory=list)
     _started: list[concurrent.futures.Future[Attempt]] = field(default_factory=list)
 
-    def window(self, effect: Window) -> list[ChatMessage]:
+    def window(self, effect: fx.Window) -> list[ChatMessage]:
         return list(effect.pending) if self.memory is None else _window(self.memory, effect)
 
-    def read_working(self, _: ReadWorking) -> str:
+    def read_working(self, _: fx.ReadWorking) -> str:
         assert self.working is not None
         return self.working.block()
 
-    def recall(self, _: Recall) -> list[Any]:
+    def recall(self, _: fx.Recall) -> list[Any]:
         assert self.recalling is not None
         return list(self.recalling.found())
 
-    def augment(self, effect: Augment) -> AugmentationResult:
+    def augment(self, effect: fx.Augment) -> AugmentationResult:
         assert self.augmentor is not None
         return self.augmentor.augment(effect.request)
 
-    def provide(self, effect: Provide) -> Sequence[Tool]:
+    def provide(self, effect: fx.Provide) -> Sequence[Tool]:
         provider = cast(ToolProvider, effect.provider)
         return provider.provide(effect.context)
 
-    def ask(self, effect: Ask) -> ChatResponse:
+    def ask(self, effect: fx.Ask) -> ChatResponse:
         assert self.model is not None
         return listeners.chat(self.model, effect.request)
 
-    def open(self, effect: Open) -> object:
+    def open(self, effect: fx.Open) -> object:
         assert self.streamer is not None
         stream = iter(cast(Iterator[ServiceEvent], listeners.stream(self.streamer, effect.request)))
         self._opened.append(stream)
         return stream
 
-    def next(self, effect: Next) -> ServiceEvent | None:
+    def next(self, effect: fx.Next) -> ServiceEvent | None:
         return next(cast(Iterator[ServiceEvent], effect.stream), None)
 
-    def run_tool(self, effect: RunTool) -> Attempt:
+    def run_tool(self, effect: fx.RunTool) -> Attempt:
         return _run_tool(effect)
 
-    def start_tool(self, effect: StartTool) -> object:
+    def start_tool(self, effect: fx.StartTool) -> object:
         context = contextvars.copy_context()
         future = shared_pool().submit(context.run, _run_tool, effect)
         self._started.append(future)
         return future
 
-    def await_tool(self, effect: AwaitTool) -> Attempt:
+    def await_tool(self, effect: fx.AwaitTool) -> Attempt:
         return cast(concurrent.futures.Future[Attempt], effect.handle).result()
 
-    def moderate(self, effect: Moderate) -> None:
+    def moderate(self, effect: fx.Moderate) -> None:
         assert self.moderator is not None
         context = contextvars.copy_context()
         moderate = self.moderator.moderate
         self._moderation = shared_pool().submit(context.run, moderate, list(effect.messages))
 
-    def verdict(self, _: Verdict) -> Moderation:
+    def verdict(self, _: fx.Verdict) -> Moderation:
         assert self._moderation is not None
         return self._moderation.result()
 
-    def commit(self, effect: Commit) -> None:
+    def commit(self, effect: fx.Commit) -> None:
         if self.memory is not None:
             self.memory.add(effect.messages)
 
-    def index(self, _: Index) -> None:
+    def index(self, _: fx.Index) -> None:
         assert self.recalling is not None
         self.recalling.index()
 
-    def suspend(self, effect: Suspend) -> None:
+    def suspend(self, effect: fx.Suspend) -> None:
         assert self.approvals is not None
         self.approvals.save(effect.key, effect.text, expected=0)
 
@@ -281,7 +264,7 @@ class AsyncPort:
     _opened: list[AsyncIterator[ServiceEvent]] = field(default_factory=list)
     _started: list[asyncio.Task[Attempt]] = field(default_factory=list)
 
-    async def window(self, effect: Window) -> list[ChatMessage]:
+    async def window(self, effect: fx.Window) -> list[ChatMessage]:
         memory = self.memory
         if memory is None:
             return list(effect.pending)
@@ -289,55 +272,55 @@ class AsyncPort:
             return await _awindow(cast(AsyncChatMemory, memory), effect)
         return await in_thread(_window, cast(ChatMemory, memory), effect)
 
-    async def read_working(self, _: ReadWorking) -> str:
+    async def read_working(self, _: fx.ReadWorking) -> str:
         assert self.working is not None
         return await self.working.ablock()
 
-    async def recall(self, _: Recall) -> list[Any]:
+    async def recall(self, _: fx.Recall) -> list[Any]:
         assert self.recalling is not None
         return list(await self.recalling.afound())
 
-    async def augment(self, effect: Augment) -> AugmentationResult:
+    async def augment(self, effect: fx.Augment) -> AugmentationResult:
         augmentor = self.augmentor
         assert augmentor is not None
         if isinstance(augmentor, AsyncRetrievalAugmentor):
             return await augmentor.aaugment(effect.request)
         return await in_thread(augmentor.augment, effect.request)
 
-    async def provide(self, effect: Provide) -> Sequence[Tool]:
+    async def provide(self, effect: fx.Provide) -> Sequence[Tool]:
         provider = effect.provider
         if isinstance(provider, AsyncToolProvider):
             return await provider.aprovide(effect.context)
         return await in_thread(cast(ToolProvider, provider).provide, effect.context)
 
-    async def ask(self, effect: Ask) -> ChatResponse:
+    async def ask(self, effect: fx.Ask) -> ChatResponse:
         model = self.model
         if isinstance(model, AsyncChatModel):
             return await listeners.achat(model, effect.request)
         assert model is not None
         return await in_thread(listeners.chat, model, effect.request)
 
-    async def open(self, effect: Open) -> object:
+    async def open(self, effect: fx.Open) -> object:
         assert self.streamer is not None
         stream = cast(AsyncIterator[ServiceEvent], listeners.astream(self.streamer, effect.request))
         self._opened.append(stream)
         return stream
 
-    async def next(self, effect: Next) -> ServiceEvent | None:
+    async def next(self, effect: fx.Next) -> ServiceEvent | None:
         return await anext(cast(AsyncIterator[ServiceEvent], effect.stream), None)
 
-    async def run_tool(self, effect: RunTool) -> Attempt:
+    async def run_tool(self, effect: fx.RunTool) -> Attempt:
         return await _arun_tool(effect)
 
-    async def start_tool(self, effect: StartTool) -> object:
+    async def start_tool(self, effect: fx.StartTool) -> object:
         task = asyncio.ensure_future(_arun_tool(effect))
         self._started.append(task)
         return task
 
-    async def await_tool(self, effect: AwaitTool) -> Attempt:
+    async def await_tool(self, effect: fx.AwaitTool) -> Attempt:
         return await cast("asyncio.Task[Attempt]", effect.handle)
 
-    async def moderate(self, effect: Moderate) -> None:
+    async def moderate(self, effect: fx.Moderate) -> None:
         moderator = self.moderator
         messages = list(effect.messages)
         if isinstance(moderator, AsyncModerationModel):
@@ -346,11 +329,11 @@ class AsyncPort:
             assert moderator is not None
             self._moderation = asyncio.ensure_future(in_thread(moderator.moderate, messages))
 
-    async def verdict(self, _: Verdict) -> Moderation:
+    async def verdict(self, _: fx.Verdict) -> Moderation:
         assert self._moderation is not None
         return await self._moderation
 
-    async def commit(self, effect: Commit) -> None:
+    async def commit(self, effect: fx.Commit) -> None:
         """Once started, the commit finishes: a cancel arriving meanwhile waits for it, and
         the call then returns (the turn is stored) or raises the store's error (it is not)."""
         memory = self.memory
@@ -367,7 +350,7 @@ class AsyncPort:
                 raise
             await adding
 
-    async def index(self, _: Index) -> None:
+    async def index(self, _: fx.Index) -> None:
         """The turn is stored: a cancel now leaves the index to finish beside the caller."""
         assert self.recalling is not None
         indexing = asyncio.ensure_future(self.recalling.aindex())
@@ -376,7 +359,7 @@ class AsyncPort:
         except asyncio.CancelledError:
             indexing.add_done_callback(_logged)
 
-    async def suspend(self, effect: Suspend) -> None:
+    async def suspend(self, effect: fx.Suspend) -> None:
         assert self.approvals is not None
         await in_thread(self.approvals.save, effect.key, effect.text, expected=0)
 
