@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
+import json
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, Protocol
 
@@ -14,7 +15,13 @@ import pytest
 from pydantic import BaseModel, Field, WithJsonSchema
 from typing_extensions import TypedDict
 
-from chatmemory import AiMessage, MessageWindowChatMemory, OutputParsingError, UserMessage
+from chatmemory import (
+    AiMessage,
+    ConfigurationError,
+    MessageWindowChatMemory,
+    OutputParsingError,
+    UserMessage,
+)
 from chatmemory.models import Capability
 from chatmemory.services import Result, ai_service
 from chatmemory.testing import ScriptedChatModel
@@ -275,3 +282,35 @@ def test_result_of_ai_message_sends_no_response_format_nor_instructions() -> Non
         [request] = model.requests
         assert request.response_format is None
         assert request.messages == (UserMessage("Hello"),)
+
+
+def test_enum_members_described_for_the_model() -> None:
+    import enum
+
+    from chatmemory.models import Capability
+    from chatmemory.services import describe_members
+
+    @describe_members({"HAPPY": "the user is glad", "SAD": "the user is down"})
+    class Mood(enum.Enum):
+        HAPPY = "happy"
+        SAD = "sad"
+        CALM = "calm"
+
+    class Reader(Protocol):
+        def mood(self, text: str) -> Mood: ...
+
+    plain = ScriptedChatModel(["happy"], capabilities={Capability.TOOLS})
+    assert ai_service(Reader, chat_model=plain).mood("Yay!") is Mood.HAPPY
+    told = str(getattr(plain.requests[0].messages[-1], "text", ""))
+    assert "HAPPY - the user is glad\nSAD - the user is down\nCALM" in told
+    schema_model = ScriptedChatModel(['"SAD"'])
+    assert ai_service(Reader, chat_model=schema_model).mood("Meh.") is Mood.SAD
+    response_format = schema_model.requests[0].response_format
+    assert response_format is not None
+    assert "HAPPY: the user is glad; SAD: the user is down" in json.dumps(
+        dict(response_format.schema or {}), default=str
+    )
+    with pytest.raises(ConfigurationError, match="no member named ANGRY"):
+        describe_members({"ANGRY": "x"})(Mood)
+    with pytest.raises(ConfigurationError, match="goes on an Enum"):
+        describe_members({})(int)

@@ -13,6 +13,7 @@ renames a template variable (every parameter is a variable under its own name al
 from __future__ import annotations
 
 import dataclasses
+import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
@@ -27,6 +28,7 @@ __all__ = [
     "UserId",
     "UserName",
     "V",
+    "describe_members",
     "moderate",
     "structured_prompt",
     "system_message",
@@ -100,6 +102,7 @@ USER: Final = "__chatmemory_user_message__"
 MODERATE: Final = "__chatmemory_moderate__"
 TOOL_CHOICE: Final = "__chatmemory_tool_choice__"
 STRUCTURED: Final = "__chatmemory_structured_prompt__"
+MEMBERS: Final = "__chatmemory_member_descriptions__"
 
 
 def _source(
@@ -238,3 +241,44 @@ def structured_text(value: object) -> str | None:
         return None
     fields = {name: getattr(value, name) for name in _fields_of(type(value))}
     return template.apply(fields).text
+
+
+E = TypeVar("E", bound=type)
+
+
+def describe_members(descriptions: dict[str, str]) -> Callable[[E], E]:
+    """Describe an enum's members to the model (LangChain4j's ``@Description`` on enum
+    constants): the descriptions go into the format instructions (``HAPPY - the user is glad``)
+    and the JSON schema of every answer that holds the enum.
+
+    ```python
+    @describe_members({"HAPPY": "the user is glad", "SAD": "the user is down"})
+    class Mood(enum.Enum):
+        HAPPY = "happy"
+        SAD = "sad"
+    ```
+    """
+
+    def decorate(cls: E) -> E:
+        if not (isinstance(cls, type) and issubclass(cls, enum.Enum)):
+            raise ConfigurationError(f"@describe_members goes on an Enum, got {cls!r}")
+        names = [m.name for m in cls]
+        unknown = [n for n in descriptions if n not in names]
+        wrong = [n for n, d in descriptions.items() if not isinstance(d, str) or not d.strip()]
+        if unknown or wrong:
+            raise ConfigurationError(
+                f"@describe_members on {cls.__name__}: "
+                + (f"no member named {', '.join(unknown)}" if unknown else "")
+                + ("; " if unknown and wrong else "")
+                + (f"describe {', '.join(wrong)} with text" if wrong else "")
+            )
+        setattr(cls, MEMBERS, dict(descriptions))
+        return cls
+
+    return decorate
+
+
+def member_descriptions(cls: type) -> dict[str, str]:
+    """What `describe_members` said of an enum's members (none: empty)."""
+    found = getattr(cls, MEMBERS, None)
+    return found if isinstance(found, dict) else {}

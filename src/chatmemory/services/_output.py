@@ -40,6 +40,7 @@ from .._messages import AiMessage
 from .._typing import is_optional, is_union
 from .._validation import explain
 from ..models import ChatResponse, ResponseFormat
+from ._markers import member_descriptions
 from ._output_text import bare, bare_fence, json_candidates, line_items
 
 __all__ = ["OutputSpec", "output_spec"]
@@ -340,10 +341,14 @@ def _lenient(annotation: object) -> object:
     origin = get_origin(annotation)
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
         names = [member.name for member in annotation]
+        schema: dict[str, Any] = {"type": "string", "enum": names}
+        described = member_descriptions(annotation)
+        if described:
+            schema["description"] = "; ".join(f"{n}: {d}" for n, d in described.items())
         return Annotated[
             annotation,
             BeforeValidator(_EnumByName(annotation)),
-            WithJsonSchema({"type": "string", "enum": names}),
+            WithJsonSchema(schema),
         ]
     if origin is Literal and all(isinstance(a, str) for a in get_args(annotation)):
         return Annotated[annotation, BeforeValidator(_LiteralAnyCase(get_args(annotation)))]
@@ -594,4 +599,7 @@ def _instructions(annotation: object, schema: dict[str, Any]) -> str:
 
 
 def _lines(cls: type[enum.Enum]) -> str:
-    return "\n".join(m.name for m in cls)
+    described = member_descriptions(cls)
+    return "\n".join(
+        f"{m.name} - {described[m.name]}" if m.name in described else m.name for m in cls
+    )
