@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections.abc as cabc
 import enum
+import functools
 import inspect
 import sys
 import typing
@@ -88,7 +89,7 @@ class Param:
     renamed: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class MethodPlan:
     """One declared method, read and checked."""
 
@@ -114,23 +115,23 @@ class MethodPlan:
     def _param(self, role: Role) -> str | None:
         return next((p.name for p in self.params if p.role is role), None)
 
-    @property
+    @functools.cached_property
     def memory_param(self) -> str | None:
         return self._param(Role.MEMORY_ID)
 
-    @property
+    @functools.cached_property
     def user_name_param(self) -> str | None:
         return self._param(Role.USER_NAME)
 
-    @property
+    @functools.cached_property
     def user_id_param(self) -> str | None:
         return self._param(Role.USER_ID)
 
-    @property
+    @functools.cached_property
     def parameters_param(self) -> str | None:
         return self._param(Role.PARAMETERS)
 
-    @property
+    @functools.cached_property
     def invocation_param(self) -> str | None:
         return self._param(Role.INVOCATION)
 

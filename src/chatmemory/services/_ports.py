@@ -57,15 +57,31 @@ class Previewing(Protocol):
     def preview(self, *messages: Any, reread: bool = True) -> Any: ...
 
 
+def _previews(memory: object) -> bool:
+    """Whether `memory` is `Previewing`, decided once per class (a protocol check is slow)."""
+    kind = type(memory)
+    known = _PREVIEWING.get(kind)
+    if known is None:
+        known = _PREVIEWING[kind] = isinstance(memory, Previewing)
+    return known
+
+
+_PREVIEWING: dict[type, bool] = {}
+
+
 def _window(memory: ChatMemory, effect: fx.Window) -> list[ChatMessage]:
-    if isinstance(memory, Previewing):
-        return cast(list[ChatMessage], memory.preview(effect.pending, reread=effect.reread))
+    if _previews(memory):
+        previewing = cast(Previewing, memory)
+        return cast(list[ChatMessage], previewing.preview(effect.pending, reread=effect.reread))
     return [*memory.messages(), *effect.pending]
 
 
 async def _awindow(memory: AsyncChatMemory, effect: fx.Window) -> list[ChatMessage]:
-    if isinstance(memory, Previewing):
-        return cast(list[ChatMessage], await memory.preview(effect.pending, reread=effect.reread))
+    if _previews(memory):
+        previewing = cast(Previewing, memory)
+        return cast(
+            list[ChatMessage], await previewing.preview(effect.pending, reread=effect.reread)
+        )
     return [*(await memory.messages()), *effect.pending]
 
 
