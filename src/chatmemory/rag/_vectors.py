@@ -194,9 +194,11 @@ class VectorIndex:
         scale[:filled] = self._scale
         self._raw_rows, self._key_rows, self._scale_rows = raw, keys, scale
 
-    def positions(self, keys: npt.ArrayLike) -> npt.NDArray[np.intp]:
-        """The positions of those of `keys` this index holds, in increasing order."""
-        wanted = np.unique(np.asarray(keys, dtype=np.int64))
+    def positions(self, keys: npt.ArrayLike, *, ordered: bool = False) -> npt.NDArray[np.intp]:
+        """The positions of those of `keys` this index holds, in increasing order (`ordered`:
+        the keys are increasing already, so they are not sorted again)."""
+        given = np.asarray(keys, dtype=np.int64)
+        wanted = given if ordered else np.unique(given)
         found = np.searchsorted(self.keys, wanted)
         inside = found < len(self.keys)
         found = found[inside]
@@ -242,6 +244,10 @@ class VectorIndex:
         if candidates is None:
             cosines = (self._raw @ q) * self._scale
             chosen = np.arange(len(self.keys))
+        elif 4 * len(candidates) >= len(self.keys):
+            # Most rows pass: scoring them all beats copying them out of the matrix first.
+            cosines = ((self._raw @ q) * self._scale)[candidates]
+            chosen = candidates
         else:
             cosines = (self._raw[candidates] @ q) * self._scale[candidates]
             chosen = candidates
@@ -280,6 +286,9 @@ class MetadataIndex:
         self._sorted: dict[tuple[str, str], tuple[list[Any], Keys]] = {}
         self._segmented: list[int] = []  # rows that have a segment (and so metadata)
         self._known = 0
+        self._arrays: dict[int, tuple[Keys, bool]] = {}
+        """Each row list as an array (by the list's id), extended as the list grows, and
+        whether it is increasing: a filter's mask then costs no sort of its rows."""
 
     def add(self, keys: Sequence[int], metadata: Sequence[Metadata | None]) -> None:
         self._sorted.clear()
@@ -318,7 +327,7 @@ class MetadataIndex:
             return found
         if isinstance(condition, Compare):
             return self._compare(condition, index)
-        return self._rows(list(scan(condition)), index)
+        return self._rows(np.fromiter(scan(condition), dtype=np.int64), index)
 
     def _compare(self, condition: Compare, index: VectorIndex) -> npt.NDArray[np.bool_]:
         if condition.op in ("eq", "ne"):
@@ -357,12 +366,32 @@ class MetadataIndex:
             )
         return found
 
-    @staticmethod
-    def _rows(keys: Sequence[int] | Keys, index: VectorIndex) -> npt.NDArray[np.bool_]:
+    def _rows(self, keys: Sequence[int] | Keys, index: VectorIndex) -> npt.NDArray[np.bool_]:
         mask = np.zeros(len(index), dtype=np.bool_)
-        if len(keys):
+        if not len(keys):
+            return mask
+        if isinstance(keys, list):  # one of this index's own lists (never a temporary)
+            array, increasing = self._array(keys)
+            mask[index.positions(array, ordered=increasing)] = True
+        else:
             mask[index.positions(keys)] = True
         return mask
+
+    def _array(self, rows: list[int]) -> tuple[Keys, bool]:
+        """`rows` (a list this index appends to) as an array, and whether it increases."""
+        kept = self._arrays.get(id(rows))
+        if kept is not None and len(kept[0]) == len(rows):
+            return kept
+        start = len(kept[0]) if kept is not None else 0
+        tail = np.asarray(rows[start:], dtype=np.int64)
+        if kept is None:
+            array, increasing = tail, bool(np.all(tail[1:] > tail[:-1]))
+        else:
+            array = np.concatenate((kept[0], tail))
+            joined = not len(kept[0]) or not len(tail) or bool(tail[0] > kept[0][-1])
+            increasing = kept[1] and joined and bool(np.all(tail[1:] > tail[:-1]))
+        self._arrays[id(rows)] = (array, increasing)
+        return array, increasing
 
 
 def _entry(name: str, value: Any) -> tuple[str, str, Any]:
