@@ -5,9 +5,7 @@ message (bounded) or refuses; a refused call stores nothing, on every path."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Iterator
-from typing import Annotated, Any, Protocol
+from typing import Any, Protocol
 
 import pytest
 from pydantic import BaseModel
@@ -21,20 +19,9 @@ from chatmemory import (
     ModelRetry,
     UserMessage,
 )
-from chatmemory.services import MemoryId, ai_service
+from chatmemory.services import ai_service
 from chatmemory.testing import ScriptedChatModel
-
-MODES = ("sync", "async", "stream", "astream")
-
-
-class Assistant(Protocol):
-    def chat(self, user: Annotated[str, MemoryId], text: str) -> str: ...
-
-    async def achat(self, user: Annotated[str, MemoryId], text: str) -> str: ...
-
-    def stream(self, user: Annotated[str, MemoryId], text: str) -> Iterator[str]: ...
-
-    def astream(self, user: Annotated[str, MemoryId], text: str) -> AsyncIterator[str]: ...
+from tests.services.modes import MODES, EveryWay, ask
 
 
 class City(BaseModel):
@@ -46,25 +33,11 @@ class Extractor(Protocol):
     def city(self, text: str) -> City: ...
 
 
-def ask(service: Any, mode: str, text: str) -> str:
-    if mode == "sync":
-        return str(service.chat("u", text))
-    if mode == "async":
-        return str(asyncio.run(service.achat("u", text)))
-    if mode == "stream":
-        return "".join(service.stream("u", text))
-
-    async def collect() -> str:
-        return "".join([piece async for piece in service.astream("u", text)])
-
-    return asyncio.run(collect())
-
-
 def make(script: list[Any], **options: Any) -> tuple[Any, ScriptedChatModel, Any]:
     store = InMemoryChatMemoryStore()
     model = ScriptedChatModel(script)
     service = ai_service(
-        Assistant,
+        EveryWay,
         chat_model=model,
         chat_memory_provider=lambda mid: MessageWindowChatMemory(
             id=mid, max_messages=20, store=store

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
-from typing import Annotated, Any, Protocol
+from typing import Any
 
 import pytest
 
@@ -20,35 +19,10 @@ from chatmemory import (
     ToolExecutionRequest,
     ToolExecutionResultMessage,
 )
-from chatmemory.services import MemoryId, ai_service
+from chatmemory.services import ai_service
 from chatmemory.testing import ScriptedChatModel
 from chatmemory.tools import ToolLimits, tool, tool_from
-
-MODES = ("sync", "async", "stream", "astream")
-
-
-class Agent(Protocol):
-    def chat(self, user: Annotated[str, MemoryId], text: str) -> str: ...
-
-    async def achat(self, user: Annotated[str, MemoryId], text: str) -> str: ...
-
-    def stream(self, user: Annotated[str, MemoryId], text: str) -> Iterator[str]: ...
-
-    def astream(self, user: Annotated[str, MemoryId], text: str) -> AsyncIterator[str]: ...
-
-
-def ask(service: Any, mode: str, text: str) -> str:
-    if mode == "sync":
-        return str(service.chat("u", text))
-    if mode == "async":
-        return str(asyncio.run(service.achat("u", text)))
-    if mode == "stream":
-        return "".join(service.stream("u", text))
-
-    async def collect() -> str:
-        return "".join([piece async for piece in service.astream("u", text)])
-
-    return asyncio.run(collect())
+from tests.services.modes import MODES, EveryWay, ask
 
 
 def call(name: str, arguments: str, number: int = 0) -> AiMessage:
@@ -59,7 +33,7 @@ def make(script: list[Any], *tools: Any, **options: Any) -> tuple[Any, ScriptedC
     store = InMemoryChatMemoryStore()
     model = ScriptedChatModel(script)
     service = ai_service(
-        Agent,
+        EveryWay,
         chat_model=model,
         chat_memory_provider=lambda mid: MessageWindowChatMemory(
             id=mid, max_messages=50, store=store
