@@ -3,11 +3,11 @@ re-ranking with a scoring model."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from .._errors import ConfigurationError
+from .._threads import in_thread
 from ._values import Content, ContentKey, Query, TextSegment
 
 __all__ = [
@@ -165,5 +165,5 @@ class ReRankingContentAggregator:
         if ascore is not None:
             scores = await ascore(segments, query)
         else:
-            scores = await asyncio.to_thread(self.scoring_model.score_all, segments, query)
+            scores = await in_thread(self.scoring_model.score_all, segments, query)
         return self._rank(contents, scores)

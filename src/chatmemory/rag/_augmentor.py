@@ -12,6 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 from .._errors import ConfigurationError
 from .._messages import UserMessage
 from .._prompts import PromptTemplate
+from .._threads import in_thread
 from ._aggregation import DefaultContentAggregator
 from ._stages import (
     ContentAggregator,
@@ -205,4 +206,4 @@ async def _call(stage: object, name: str, argument: Any) -> Any:
     method = getattr(stage, "a" + name, None)
     if method is not None:
         return await method(argument)
-    return await asyncio.to_thread(getattr(stage, name), argument)
+    return await in_thread(getattr(stage, name), argument)

@@ -12,7 +12,6 @@ the file, its hash and the segment's index: ingesting twice stores nothing twice
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._errors import ConfigurationError
+from .._threads import in_thread
 from ._documents import Document, DocumentKey, file_digest, load_document, supported_suffixes
 from ._embeddings import (
     Embedding,
@@ -143,7 +143,7 @@ class Ingestor:
         progress: Callable[[IngestProgress], None] | None = None,
     ) -> IngestReport:
         """`ingest` on a worker thread: reading, splitting and embedding never block the loop."""
-        return await asyncio.to_thread(self._ingest, *_expand(sources), progress)
+        return await in_thread(self._ingest, *_expand(sources), progress)
 
     def _ingest(
         self,

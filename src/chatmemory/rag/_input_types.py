@@ -16,12 +16,12 @@ another model, and a wrapped model is another model.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeAlias
 
 from .._errors import ConfigurationError
+from .._threads import in_thread
 from ._embeddings import Embedding, EmbeddingModel
 
 __all__ = ["InputType", "PrefixedEmbeddingModel", "aembed", "embed"]
@@ -48,7 +48,7 @@ async def aembed(model: object, texts: Sequence[str], input_type: InputType) -> 
     """`embed` for asyncio: `aembed_all` when the model has it, else on a worker thread."""
     aembed_all = getattr(model, "aembed_all", None)
     if aembed_all is None:
-        return await asyncio.to_thread(embed, model, texts, input_type)  # type: ignore[arg-type]
+        return await in_thread(embed, model, texts, input_type)  # type: ignore[arg-type]
     if _takes_input_type(aembed_all):
         found: list[Embedding] = await aembed_all(texts, input_type=input_type)
     else:

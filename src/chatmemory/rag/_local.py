@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import threading
 from collections.abc import Sequence
@@ -11,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import ConfigurationError
+from .._threads import in_thread
 from ._embeddings import Embedding
 from ._input_types import InputType
 
@@ -107,4 +107,4 @@ class LocalEmbeddingModel:
     async def aembed_all(
         self, texts: Sequence[str], *, input_type: InputType | None = None
     ) -> list[Embedding]:
-        return await asyncio.to_thread(self.embed_all, texts, input_type=input_type)
+        return await in_thread(self.embed_all, texts, input_type=input_type)

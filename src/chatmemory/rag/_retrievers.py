@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeAlias, TypeVar, Union
 
 from .._errors import ConfigurationError
+from .._threads import in_thread
 from ._embeddings import (
     Embedding,
     EmbeddingMatch,
@@ -94,11 +95,7 @@ class EmbeddingStoreContentRetriever(ListenedRetriever):
         [embedding] = await aembed(self.embedding_model, [query.text], "query")
         request = self._request(query, embedding)
         asearch = getattr(self.store, "asearch", None)
-        result = (
-            await asearch(request)
-            if asearch
-            else await asyncio.to_thread(self.store.search, request)
-        )
+        result = await asearch(request) if asearch else await in_thread(self.store.search, request)
         return [c for c in map(_content, result.matches) if c is not None]
 
 
@@ -130,7 +127,7 @@ class FullTextContentRetriever(ListenedRetriever):
         return [c for c in map(_content, matches) if c is not None]
 
     async def _aretrieve(self, query: Query) -> list[Content]:
-        return await asyncio.to_thread(self._retrieve, query)
+        return await in_thread(self._retrieve, query)
 
 
 class HybridContentRetriever(ListenedRetriever):

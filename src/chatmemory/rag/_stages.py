@@ -14,6 +14,7 @@ from typing import Literal, Protocol, runtime_checkable
 from .._errors import ConfigurationError, ModelBehaviourError, shorten
 from .._messages import AiMessage, ChatMessage, UserMessage
 from .._prompts import PromptTemplate
+from .._threads import in_thread
 from ..models import ChatRequest, ChatResponse
 from ._filters import Filter
 from ._values import Content, Query
@@ -94,9 +95,8 @@ class _ModelStage:
         achat = getattr(self.chat_model, "achat", None)
         if achat is not None:
             return _text(await achat(request))
-        import asyncio
 
-        return _text(await asyncio.to_thread(self.chat_model.chat, request))  # type: ignore[attr-defined]
+        return _text(await in_thread(self.chat_model.chat, request))  # type: ignore[attr-defined]
 
 
 def _text(response: ChatResponse) -> str:

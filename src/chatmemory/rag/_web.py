@@ -7,13 +7,13 @@ title, a newline, then the page's content or else its snippet; metadata has the 
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from .._errors import ConfigurationError
 from .._frozen import FrozenDict
+from .._threads import in_thread
 from ._http import HttpEndpoint
 from ._listeners import ListenedRetriever
 from ._values import Content, Query, TextSegment
@@ -104,7 +104,7 @@ class WebSearchContentRetriever(ListenedRetriever):
         if asearch is not None:
             found = await asearch(query.text, self.max_results)
         else:
-            found = await asyncio.to_thread(self.engine.search, query.text, self.max_results)  # type: ignore[union-attr]
+            found = await in_thread(self.engine.search, query.text, self.max_results)  # type: ignore[union-attr]
         return _contents(found, self.max_results)
 
 
