@@ -48,6 +48,21 @@ ESTIMATOR = OpenAiTokenCountEstimator("gpt-4o-mini")
 ANSWER = "Here is a short answer, with the key facts first and where to read more."
 CHECKPOINTS = (100, 10_000)
 CALLS = 300
+COMPLETION = {
+    "id": "chatcmpl-1",
+    "object": "chat.completion",
+    "created": 0,
+    "model": "gpt-4o-mini",
+    "choices": [
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": ANSWER},
+            "finish_reason": "stop",
+        }
+    ],
+    "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+}
+"""What the local OpenAI-compatible server answers every call with."""
 WARMUP = 20
 
 
@@ -138,20 +153,7 @@ def sdk_share(quick: bool = False) -> str:
     from chatmemory.models import OpenAiChatModel
 
     calls = 50 if quick else 200
-    body = {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "gpt-4o-mini",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": ANSWER},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
-    }
+    body = COMPLETION
     with _store() as store, FakeServer() as server:
         server.reply(*[Reply(body=body)] * (calls + WARMUP))
         model = OpenAiChatModel(model="gpt-4o-mini", base_url=server.url + "/v1", api_key="k")

@@ -97,23 +97,10 @@ def over_http(quick: bool = False) -> str:
 
     from chatmemory.models import OpenAiChatModel
 
-    from .services import WARMUP
+    from .services import COMPLETION, WARMUP
 
     calls = 50 if quick else 200
-    body = {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "gpt-4o-mini",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": ANSWER},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
-    }
+    body = COMPLETION
     with _store() as store, FakeServer() as server:
         server.reply(*[Reply(body=body)] * (2 * ROUNDS * (calls + WARMUP)))
         model = OpenAiChatModel(model="gpt-4o-mini", base_url=server.url + "/v1", api_key="k")
