@@ -9,7 +9,7 @@ closed (streams closed, tools and moderation started beside the turn cancelled).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Generator
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from typing import Generic, TypeVar
 
 from typing_extensions import assert_never
@@ -34,6 +34,30 @@ class _Steps(Generic[T]):
         self.flow = flow
         self.result: object = None
         self.error: Exception | None = None
+
+    def take(
+        self,
+        carry_out: Callable[[fx.TurnEffect, SyncPort], object],
+        effect: fx.TurnEffect,
+        port: SyncPort,
+    ) -> None:
+        """What carrying `effect` out produced, or the exception it raised, for the flow."""
+        try:
+            self.result = carry_out(effect, port)
+        except Exception as error:
+            self.error = error
+
+    async def atake(
+        self,
+        carry_out: Callable[[fx.TurnEffect, AsyncPort], Awaitable[object]],
+        effect: fx.TurnEffect,
+        port: AsyncPort,
+    ) -> None:
+        """`take` for asyncio."""
+        try:
+            self.result = await carry_out(effect, port)
+        except Exception as error:
+            self.error = error
 
     def next(self) -> fx.TurnEffect | Finished[T]:
         result, error = self.result, self.error
@@ -170,10 +194,7 @@ def run(flow: fx.TurnFlow[T], port: SyncPort) -> T:
     steps = _Steps(flow)
     try:
         while not isinstance(effect := steps.next(), Finished):
-            try:
-                steps.result = _sync(effect, port)
-            except Exception as error:
-                steps.error = error
+            steps.take(_sync, effect, port)
         return effect.value
     finally:
         flow.close()
@@ -188,10 +209,7 @@ def stream(flow: fx.TurnFlow[T], port: SyncPort) -> Generator[ServiceEvent, None
             if isinstance(effect, fx.Emit):
                 yield effect.event
                 continue
-            try:
-                steps.result = _sync(effect, port)
-            except Exception as error:
-                steps.error = error
+            steps.take(_sync, effect, port)
         return effect.value
     finally:
         flow.close()
@@ -203,10 +221,7 @@ async def arun(flow: fx.TurnFlow[T], port: AsyncPort) -> T:
     steps = _Steps(flow)
     try:
         while not isinstance(effect := steps.next(), Finished):
-            try:
-                steps.result = await _async(effect, port)
-            except Exception as error:
-                steps.error = error
+            await steps.atake(_async, effect, port)
         return effect.value
     finally:
         flow.close()
@@ -223,10 +238,7 @@ async def astream(
             if isinstance(effect, fx.Emit):
                 yield effect.event
                 continue
-            try:
-                steps.result = await _async(effect, port)
-            except Exception as error:
-                steps.error = error
+            await steps.atake(_async, effect, port)
         yield effect
     finally:
         flow.close()
