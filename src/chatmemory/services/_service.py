@@ -531,7 +531,7 @@ class _Service:
             keep_user_message_on_error=context.keep_user_message_on_error,
             memory=memory is not None,
             fits=getattr(memory, "fits", None),
-            limit=repr(memory) if memory is not None else "",
+            window_of=memory,
             tools=context.tools,
             providers=context.tool_providers,
             tool_context=ToolContext(call.memory_id, call.user_id, call.user, call.invocation),

@@ -154,8 +154,9 @@ class TurnInput:
     """The call has a memory (a `Window` is read from it, `Commit` stores into it)."""
     fits: Callable[[list[ChatMessage]], bool] | None = None
     """Whether a request is within the memory's budget (blocks make room by it)."""
-    limit: str = ""
-    """The memory's limit, as the error names it when the call's own messages exceed it."""
+    window_of: object = None
+    """The memory (its repr names its limit, for the error when the call's own messages
+    exceed it; made only then)."""
     tools: tuple[Tool, ...] = ()
     providers: tuple[ToolProvider | AsyncToolProvider, ...] = ()
     tool_context: ToolContext | None = None
@@ -392,7 +393,7 @@ def _own_turn(state: _Turn, window: list[ChatMessage]) -> list[ChatMessage]:
         given = state.given
         raise ConfigurationError(
             f"the call's user message does not fit in the memory of {given.memory_id!r}"
-            + (f" ({given.limit})" if given.limit else "")
+            + (f" ({given.window_of!r})" if given.window_of is not None else "")
             + ", so the model would not see it: raise the memory's limit (max_messages or "
             "max_tokens), or send less; nothing was stored"
         )
