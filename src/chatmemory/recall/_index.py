@@ -14,7 +14,7 @@ from .._messages import AiMessage, ChatMessage, UserMessage
 from .._policies.summary import is_summary
 from ..rag import Embedding, Filter, TextSegment, key
 from ..rag._documents import Document
-from ._io import Io, Rows, Window
+from ._io import Io, Window
 from ._kept import Kept
 
 if TYPE_CHECKING:
@@ -71,14 +71,13 @@ def index(recall: SemanticRecall, memory_id: str, user_id: str | None, full: boo
     kept = recall.keeping.of(memory_id, life)
     upto = yield from _mark(recall, memory_id, kept)
     if full or window is None:
-        rows = yield from history_rows(recall, memory_id, kept, reload=True)
-        new = [row for row in rows if row[0] > upto]
+        new = yield from _read(memory_id, None, upto)
     else:
-        new = yield from _new_rows(recall, memory_id, upto, window, kept)
+        new = yield from _new_rows(memory_id, upto, window)
     today = day(datetime.now(timezone.utc))  # a message read from the window was just stored
     segments: list[TextSegment] = []
     ids: list[str] = []
-    for seq, message in new:
+    for seq, message, date in new:
         text = text_of(message)
         if text is None:
             continue
@@ -91,7 +90,7 @@ def index(recall: SemanticRecall, memory_id: str, user_id: str | None, full: boo
             "seq": seq,
             "life": kept.life,
             "speaker": speaker(message),
-            "date": kept.dates.get(seq, today),
+            "date": date or today,
         }
         for chunk in recall.splitter.split(Document(text)):
             number = chunk.metadata["index"]
@@ -120,38 +119,28 @@ def index(recall: SemanticRecall, memory_id: str, user_id: str | None, full: boo
     return len({s.metadata["seq"] for s in segments})
 
 
-def _new_rows(
-    recall: SemanticRecall, memory_id: str, upto: int, window: Window, kept: Kept
-) -> Flow[Rows]:
-    """The messages after `upto`: from the window when it holds every one of them (the cheap
-    read after a turn), else from the history (a catch-up)."""
-    newer = [row for row in window.rows if row[0] > upto]
-    if newer and len(newer) == newer[-1][0] - upto:  # no gap: none left the window
-        with recall.keeping.lock:
-            cached = kept.history
-            if cached is not None and (not cached or cached[-1][0] < newer[0][0]):
-                cached.extend(newer)
-        return newer
+Dated = list[tuple[int, ChatMessage, str | None]]
+"""Messages to index: (seq, message, the day it was stored when read from the history)."""
+
+
+def _new_rows(memory_id: str, upto: int, window: Window) -> Flow[Dated]:
+    """The messages after `upto`: from the window (the cheap read after a turn), with those
+    that left it before being indexed read from the history (a catch-up)."""
+    newer: Dated = [(seq, message, None) for seq, message in window.rows if seq > upto]
     if not newer:
         return []
-    rows = yield from history_rows(recall, memory_id, kept, reload=True)
-    return [row for row in rows if row[0] > upto]
+    held = {seq for seq, _, _ in newer}
+    missed = [seq for seq in range(upto + 1, newer[-1][0]) if seq not in held]
+    if not missed:
+        return newer
+    caught = yield from _read(memory_id, missed, upto)
+    return sorted([*caught, *newer], key=lambda row: row[0])
 
 
-def history_rows(
-    recall: SemanticRecall, memory_id: str, kept: Kept, *, reload: bool = False
-) -> Flow[Rows]:
-    """`memory_id`'s history as (seq, message), kept for the life `kept` is for (it only grows
-    within one life), with the day each message was stored."""
-    with recall.keeping.lock:
-        cached = kept.history
-    if cached is None or reload:
-        found = yield from call(Io.history, memory_id)
-        cached = [(e.seq, e.message) for e in found]
-        with recall.keeping.lock:
-            kept.dates.update((e.seq, day(e.created_at)) for e in found)
-            kept.history = cached
-    return cached
+def _read(memory_id: str, seqs: list[int] | None, upto: int) -> Flow[Dated]:
+    """The history's messages after `upto` (only `seqs` when given), with their days."""
+    found = yield from call(Io.history, memory_id, seqs)
+    return [(e.seq, e.message, day(e.created_at)) for e in found if e.seq > upto]
 
 
 def _mark_id(memory_id: str) -> str:

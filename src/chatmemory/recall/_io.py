@@ -4,7 +4,7 @@ sync caller and once for asyncio: each method a few lines, the logic is in the f
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -20,6 +20,9 @@ from ..rag import (
     EmbeddingStore,
     Filter,
     MetadataSelect,
+    Query,
+    QueryTransformer,
+    ScoringModel,
     TextSegment,
 )
 from ..rag._input_types import InputType, aembed, embed
@@ -42,7 +45,10 @@ class History(Protocol):
 class Io(Protocol):
     """What the recall flows ask for: history rows, embeddings, the index."""
 
-    def history(self, memory_id: str) -> list[HistoryEntry]: ...
+    def history(self, memory_id: str, seqs: Collection[int] | None = None) -> list[HistoryEntry]:
+        """`memory_id`'s history (only the messages numbered `seqs` when given), rows that
+        cannot be read left out."""
+        ...
 
     def window(self, memory_id: str) -> Window | None:
         """The window and its life, when the store has the window contract."""
@@ -60,9 +66,61 @@ class Io(Protocol):
 
     def remove(self, ids: list[str]) -> None: ...
 
+    def transform(self, query: str) -> list[str]:
+        """The queries the query transformer makes of `query`."""
+        ...
+
+    def score(self, texts: list[str], query: str) -> list[float]:
+        """The scoring model's relevance of each of `texts` to `query`."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Stages:
+    """The optional stages of a recall: a query transformer, a scoring model."""
+
+    query_transformer: QueryTransformer | None = None
+    scoring_model: ScoringModel | None = None
+
+
+def _queries(found: list[Query]) -> list[str]:
+    return [query.text for query in found]
+
 
 def _window(snapshot: Any) -> Window:
     return Window(snapshot.life, [(row.seq, row.message) for row in snapshot.rows])
+
+
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    """How to read a history object's messages: the keyword arguments its `history` takes
+    (a `HistoryStore` takes `errors` and `seqs`; a history of one's own may take neither)."""
+
+    skip: bool
+    partial: bool
+
+    @staticmethod
+    def of(history: Any) -> _Reading:
+        try:
+            names = inspect.signature(history.history).parameters
+        except (AttributeError, TypeError, ValueError):
+            return _Reading(False, False)
+        return _Reading("errors" in names, "seqs" in names)
+
+    def arguments(self, seqs: Collection[int] | None) -> dict[str, Any]:
+        given: dict[str, Any] = {"errors": "skip"} if self.skip else {}
+        if seqs is not None and self.partial:
+            given["seqs"] = sorted(seqs)
+        return given
+
+    def chosen(
+        self, entries: list[HistoryEntry], seqs: Collection[int] | None
+    ) -> list[HistoryEntry]:
+        """`entries` cut to `seqs` when the history could not be asked for them alone."""
+        if seqs is None or self.partial:
+            return entries
+        wanted = set(seqs)
+        return [entry for entry in entries if entry.seq in wanted]
 
 
 class SyncIo:
@@ -72,11 +130,17 @@ class SyncIo:
         model: EmbeddingModel,
         store: EmbeddingStore,
         probe: Callable[[], Embedding],
+        stages: Stages,
     ) -> None:
         self._history, self._model, self._store, self._probe = history, model, store, probe
+        self._reading = _Reading.of(history)
+        self._stages = stages
 
-    def history(self, memory_id: str) -> list[HistoryEntry]:
-        return self._history.history(memory_id)  # type: ignore[no-any-return]
+    def history(self, memory_id: str, seqs: Collection[int] | None = None) -> list[HistoryEntry]:
+        if seqs is not None and not seqs:
+            return []
+        found = self._history.history(memory_id, **self._reading.arguments(seqs))
+        return self._reading.chosen(found, seqs)
 
     def window(self, memory_id: str) -> Window | None:
         load = getattr(self._history, "load_window", None)
@@ -106,6 +170,15 @@ class SyncIo:
         if ids:
             self._store.remove_all(ids)
 
+    def transform(self, query: str) -> list[str]:
+        assert self._stages.query_transformer is not None
+        return _queries(self._stages.query_transformer.transform(Query(query)))
+
+    def score(self, texts: list[str], query: str) -> list[float]:
+        assert self._stages.scoring_model is not None
+        segments = [TextSegment(text) for text in texts]
+        return list(self._stages.scoring_model.score_all(segments, query))
+
 
 class AsyncIo:
     """History read the way the store reads it (awaited for an async store); the embedding model
@@ -117,14 +190,21 @@ class AsyncIo:
         model: EmbeddingModel,
         store: EmbeddingStore,
         probe: Callable[[], Embedding],
+        stages: Stages,
     ) -> None:
-        self._sync = SyncIo(history, model, store, probe)
-        self._history, self._model = history, model
+        self._sync = SyncIo(history, model, store, probe, stages)
+        self._history, self._model, self._stages = history, model, stages
 
-    async def history(self, memory_id: str) -> list[HistoryEntry]:
-        if inspect.iscoroutinefunction(self._history.history):
-            return await self._history.history(memory_id)  # type: ignore[no-any-return]
-        return await in_thread(self._sync.history, memory_id)
+    async def history(
+        self, memory_id: str, seqs: Collection[int] | None = None
+    ) -> list[HistoryEntry]:
+        if not inspect.iscoroutinefunction(self._history.history):
+            return await in_thread(self._sync.history, memory_id, seqs)
+        if seqs is not None and not seqs:
+            return []
+        reading = self._sync._reading
+        found = await self._history.history(memory_id, **reading.arguments(seqs))
+        return reading.chosen(found, seqs)
 
     async def window(self, memory_id: str) -> Window | None:
         load = getattr(self._history, "load_window", None)
@@ -152,3 +232,16 @@ class AsyncIo:
 
     async def remove(self, ids: list[str]) -> None:
         await in_thread(self._sync.remove, ids)
+
+    async def transform(self, query: str) -> list[str]:
+        transformer = self._stages.query_transformer
+        atransform = getattr(transformer, "atransform", None)
+        if atransform is None:
+            return await in_thread(self._sync.transform, query)
+        return _queries(await atransform(Query(query)))
+
+    async def score(self, texts: list[str], query: str) -> list[float]:
+        ascore = getattr(self._stages.scoring_model, "ascore_all", None)
+        if ascore is None:
+            return await in_thread(self._sync.score, texts, query)
+        return list(await ascore([TextSegment(text) for text in texts], query))

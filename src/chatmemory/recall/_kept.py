@@ -1,15 +1,14 @@
 """What a `SemanticRecall` keeps in this process: per conversation (for one life of its id) how
-far it is indexed and its history, and the embeddings of recent queries; bounded, under one
+far it is indexed, and the embeddings of recent queries; bounded, under one
 lock."""
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .._lru import LruCache
 from ..rag import Embedding
-from ._io import Rows
 
 KEPT = 1_000
 """Conversations whose history and mark a process keeps (the least recently used go first)."""
@@ -26,10 +25,6 @@ class Kept:
     """The last seq indexed (None: not read from the index yet)."""
     saved: int = -1
     """The last seq the stored mark records."""
-    history: Rows | None = None
-    """The history as (seq, message), read once and extended by later windows."""
-    dates: dict[int, str] = field(default_factory=dict)
-    """The day (UTC, ISO) each message of the history was stored, by seq."""
 
 
 class Keeping:

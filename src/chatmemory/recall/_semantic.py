@@ -8,9 +8,18 @@ from typing import Any, Literal
 from .._errors import ConfigurationError
 from .._flow import arun, run
 from .._tokens import OpenAiTokenCountEstimator, TokenCountEstimator
-from ..rag import Embedding, EmbeddingModel, EmbeddingStore, Filter, WordSplitter, key
+from ..rag import (
+    Embedding,
+    EmbeddingModel,
+    EmbeddingStore,
+    Filter,
+    QueryTransformer,
+    ScoringModel,
+    WordSplitter,
+    key,
+)
 from . import _block, _index, _search
-from ._io import AsyncIo, History, SyncIo
+from ._io import AsyncIo, History, Stages, SyncIo
 from ._kept import Keeping
 from ._search import RecalledMessages
 
@@ -19,7 +28,12 @@ class SemanticRecall:
     """Finds past messages like the newest user text in the history of a conversation
     (`scope="memory"`) or of every conversation of one user (`scope="user"`): at most `top_k`
     matches and `max_messages` messages in all, with their neighbours where they add
-    (`message_range="auto"`) or a fixed number (an int, or a pair ``(before, after)``)."""
+    (`message_range="auto"`) or a fixed number (an int, or a pair ``(before, after)``).
+
+    Two optional stages, off by default: a `query_transformer` (as LangChain4j's
+    `ExpandingQueryTransformer(chat_model)`) whose queries are searched beside the user's own and
+    fused by reciprocal rank; a `scoring_model` (a re-ranker, `RerankScoringModel`) that orders
+    the candidates found by its score of their words against the user's text."""
 
     def __init__(
         self,
@@ -35,6 +49,8 @@ class SemanticRecall:
         recall_budget: int = 500,
         estimator: TokenCountEstimator | None = None,
         chunk_size: int = 1_000,
+        query_transformer: QueryTransformer | None = None,
+        scoring_model: ScoringModel | None = None,
     ) -> None:
         if not isinstance(embedding_model, EmbeddingModel):
             raise ConfigurationError(
@@ -57,6 +73,16 @@ class SemanticRecall:
             raise ConfigurationError(f"`scope` is 'memory' or 'user', got {scope!r}")
         if not isinstance(hybrid, bool):
             raise ConfigurationError(f"`hybrid` is True or False, got {hybrid!r}")
+        if query_transformer is not None and not isinstance(query_transformer, QueryTransformer):
+            raise ConfigurationError(
+                f"`query_transformer` must be a QueryTransformer (transform(query) -> list of "
+                f"queries), e.g. ExpandingQueryTransformer(chat_model); got {query_transformer!r}"
+            )
+        if scoring_model is not None and not callable(getattr(scoring_model, "score_all", None)):
+            raise ConfigurationError(
+                f"`scoring_model` must be a ScoringModel (score_all(segments, query) -> scores), "
+                f"e.g. RerankScoringModel(...); got {scoring_model!r}"
+            )
         self.embedding_model = embedding_model
         self.store = embedding_store
         self.top_k = top_k
@@ -76,6 +102,9 @@ class SemanticRecall:
         self.recall_budget = recall_budget
         self.estimator = estimator or OpenAiTokenCountEstimator("gpt-4o")
         self.splitter = WordSplitter(chunk_size)
+        self.stages = Stages(query_transformer, scoring_model)
+        """The optional stages: the query transformed (expanded) into several searched and
+        fused; the matches re-ranked by a scoring model."""
         self.keeping = Keeping()
         self._probe: Embedding | None = None
 
@@ -86,10 +115,10 @@ class SemanticRecall:
         )
 
     def _sync(self, history: Any) -> SyncIo:
-        return SyncIo(history, self.embedding_model, self.store, self.probe)
+        return SyncIo(history, self.embedding_model, self.store, self.probe, self.stages)
 
     def _async(self, history: Any) -> AsyncIo:
-        return AsyncIo(history, self.embedding_model, self.store, self.probe)
+        return AsyncIo(history, self.embedding_model, self.store, self.probe, self.stages)
 
     def probe(self) -> Embedding:
         """The vector stored with an index mark (a mark is found by its metadata alone)."""
