@@ -140,7 +140,8 @@ class SqliteEmbeddingStore(SingleWrites):
         self._masks: dict[str, npt.NDArray[np.bool_]] = {}  # by filter, until the cache changes
         self._damaged: dict[str, str] = {}  # rows that cannot be read: id -> why
         self._version: int | None = None  # PRAGMA data_version when the cache was read
-        self._shape = (0, 0)  # row count and max rowid the cache holds
+        self._shape = (-1, 0)  # rows removed from the table (its counter) and max rowid, when
+        # the cache was read
         self._term_docs: dict[str, tuple[int, int]] = {}  # see _sqlite_text
 
     def __repr__(self) -> str:
@@ -171,6 +172,15 @@ class SqliteEmbeddingStore(SingleWrites):
         ):
             self._db.execute(statement)
         self._chunks.create(self._db)
+        # Rows removed, counted (by any program), so that a refresh tells "only added" from
+        # "some removed" by a counter and the top rowid, without counting the table's rows.
+        self._db.execute(
+            f"""CREATE TRIGGER IF NOT EXISTS {t}_deletes AFTER DELETE ON {t}
+            BEGIN
+                INSERT INTO {t}_state (name, value) VALUES ('deletes', 1)
+                ON CONFLICT (name) DO UPDATE SET value = value + 1;
+            END"""
+        )
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
@@ -478,11 +488,10 @@ class SqliteEmbeddingStore(SingleWrites):
             current = current and version == self._version
             if not current:  # pragma: no cover - another process committed between the
                 return  # refresh under our lock and our write: `_refresh` reads it after
-            known_count, known_top = self._shape
-            gone = self._cache.remove([r[0] for r in deleted])
+            known_top = self._shape[1]
+            self._cache.remove([r[0] for r in deleted])
             for _, row_id in deleted:
-                if self._damaged.pop(row_id, None) is not None:
-                    gone += 1  # a row the cache never held left the table too
+                self._damaged.pop(row_id, None)  # a row the cache never held left the table
             new = self._db.execute(
                 f"SELECT rowid, id FROM {self.table} WHERE rowid > ? ORDER BY rowid",
                 (int(known_top),),
@@ -495,8 +504,7 @@ class SqliteEmbeddingStore(SingleWrites):
                     self._metadata.add(keys, [_plain(s) for s in added[2]])
             elif new:  # pragma: no cover - rows of another program in our transaction
                 self._load(self._rows(f"WHERE rowid > {int(known_top)}"))
-            top = max(int(known_top), int(new[-1][0]) if new else 0)
-            self._shape = (known_count - gone + len(new), top)
+            self._shape = self._stamp()
             self._chunks.write(self._db, self._cache, [r[0] for r in deleted])
 
         try:
@@ -510,32 +518,39 @@ class SqliteEmbeddingStore(SingleWrites):
 
     def _refresh(self, *, wrote: bool = False) -> None:
         """Bring the cache up to the table. Unchanged (no commit by another connection, none
-        by this one) costs one PRAGMA; when rows were only added, only they are read."""
+        by this one) costs one PRAGMA; when rows were only added (the table's count of removed
+        rows is the same), only they are read."""
         version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
         if version == self._version and not wrote and self._owned:
             return
-        count, top = self._db.execute(
-            f"SELECT count(*), coalesce(max(rowid), 0) FROM {self.table}"
-        ).fetchone()
-        known_count, known_top = self._shape
-        if not wrote and (count, top) == self._shape and self._version is not None:
+        shape = self._stamp()
+        known_deletes, known_top = self._shape
+        if not wrote and shape == self._shape and self._version is not None:
             # A shared connection: data_version misses its own commits (another store object on
-            # it, or its owner), so the row count and the top rowid (never reused) tell.
+            # it, or its owner), so the count of removed rows and the top rowid (never reused)
+            # tell.
             self._version = version
             return
-        if self._version is not None and top >= known_top:
-            rows = self._rows(f"WHERE rowid > {int(known_top)}")
-            if known_count + len(rows) == count:  # rows were only added: read them alone
-                self._load(rows)
-                self._version, self._shape = version, (int(count), int(top))
-                return
+        if self._version is not None and shape[0] == known_deletes and shape[1] >= known_top:
+            self._load(self._rows(f"WHERE rowid > {int(known_top)}"))  # rows only added
+            self._version, self._shape = version, shape
+            return
         self._damaged = {}
         self._metadata = None
         self._masks.clear()
+        (count,) = self._db.execute(f"SELECT count(*) FROM {self.table}").fetchone()
         self._cache = self._chunks.read(self._db, int(count)) or self._read_table()
         held = int(self._cache.keys[-1]) if len(self._cache) else 0
         self._load(self._rows(f"WHERE rowid > {held}"))
-        self._version, self._shape = version, (int(count), int(top))
+        self._version, self._shape = version, shape
+
+    def _stamp(self) -> tuple[int, int]:
+        """The table's count of removed rows and its top rowid (two index lookups)."""
+        deletes, top = self._db.execute(
+            f"SELECT (SELECT coalesce(max(value), 0) FROM {self.table}_state "
+            f"WHERE name = 'deletes'), (SELECT coalesce(max(rowid), 0) FROM {self.table})"
+        ).fetchone()
+        return int(deletes), int(top)
 
     def _read_table(self) -> VectorIndex:
         """Every row's vector read from the table (the chunks were not in step with it)."""
