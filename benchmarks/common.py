@@ -66,6 +66,11 @@ def micros(seconds: float) -> str:
     return f"{seconds * 1e6:,.1f} µs"
 
 
+def against(ratio: float, limit: float) -> str:
+    """`ratio` beside its `limit`, marked ✗ when over it (`run.py` then exits with 1)."""
+    return f"{ratio:.2f}× (≤ {limit}×{'' if ratio <= limit else ' ✗'})"
+
+
 def table(title: str, header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     cells = [list(map(str, header))] + [[str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]

@@ -1,11 +1,13 @@
 """Persistent stores: per-operation cost of a token window as history grows, throughput of
-several writer processes, and SQLite's bytes on disk per message."""
+several writer processes, reading a few messages of a long history (`history(seqs=...)`), and
+SQLite's bytes on disk per message."""
 
 from __future__ import annotations
 
 import itertools
 import multiprocessing
 import os
+import random
 import tempfile
 import time
 import uuid
@@ -17,7 +19,7 @@ from typing import Any
 from chatmemory import OpenAiTokenCountEstimator, TokenWindowChatMemory
 from chatmemory.stores import NewMessage
 
-from .common import conversation, micros, per_op, table
+from .common import against, conversation, micros, per_op, table
 
 REDIS_URL = os.environ.get("CHATMEMORY_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 POSTGRES_DSN = os.environ.get(
@@ -210,6 +212,72 @@ def throughput(quick: bool) -> str:
     )
 
 
+SHORT_IDS = 300
+"""Memory ids of 100 messages read at random: 30,000 messages in all, so that, as in the long
+history, most rows read are not among the 2,048 the store keeps decoded."""
+PARTIAL_LIMIT = 2.0
+"""Goal: 30 messages of the long history read in at most this times the time of 30 of a
+100-message one."""
+
+
+def _neighbours(rng: random.Random, size: int) -> list[int]:
+    """What recall reads: 10 matches of a history of `size` messages, each with the message
+    before and after it (30 seqs)."""
+    return [seq + step for seq in rng.sample(range(1, size - 1), 10) for step in (-1, 0, 1)]
+
+
+def _history_reads(
+    store: Any, rng: random.Random, ids: list[str], size: int, whole_samples: int
+) -> tuple[int, float, float]:
+    """`size`, and the median seconds of reading the whole history of one of `ids` (over
+    `whole_samples` reads) and of reading 30 of its messages (over `SAMPLES`)."""
+    whole = per_op(lambda: store.history(rng.choice(ids)), whole_samples)
+    some = per_op(lambda: store.history(rng.choice(ids), seqs=_neighbours(rng, size)), SAMPLES)
+    return size, whole, some
+
+
+def partial_history(quick: bool) -> str:
+    long = 10_000 if quick else 100_000
+    rows = []
+    for name in BACKENDS:
+        with _backend(name) as spec:
+            if spec is None:
+                continue
+            store = open_store(spec)
+            try:
+                source = conversation()
+                short = [f"short{i}" for i in range(SHORT_IDS)]
+                for memory_id in short:
+                    _fill(store, memory_id, 100, source)
+                _fill(store, "long", long, source)
+                rng = random.Random(7)
+                assert len(store.history("long", seqs=_neighbours(rng, long))) == 30
+                measured = [
+                    _history_reads(store, rng, short, 100, SAMPLES),
+                    _history_reads(store, rng, ["long"], long, 3),
+                ]
+            finally:
+                store.close()
+            base = measured[0][2]
+            for size, whole_read, some_read in measured:
+                rows.append(
+                    [
+                        name,
+                        f"{size:,}",
+                        f"{whole_read * 1e3:,.1f} ms",
+                        micros(some_read),
+                        f"{whole_read / some_read:,.0f}×",
+                        against(some_read / base, PARTIAL_LIMIT),
+                    ]
+                )
+    return table(
+        f"History read: 30 messages of N (history(id, seqs=...), 10 matches and their "
+        f"neighbours; median of {SAMPLES}) vs the whole history (median of 3 at N={long:,})",
+        ["store", "N in history", "whole", "30 seqs", "whole / 30 seqs", "30 seqs vs N=100"],
+        rows,
+    )
+
+
 def sqlite_bytes(quick: bool) -> str:
     count = 10_000 if quick else 100_000
     with tempfile.TemporaryDirectory() as tmp:
@@ -235,4 +303,5 @@ def sqlite_bytes(quick: bool) -> str:
 def run(quick: bool = False) -> Iterator[str]:
     yield growth(quick)
     yield throughput(quick)
+    yield partial_history(quick)
     yield sqlite_bytes(quick)

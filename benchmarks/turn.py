@@ -39,7 +39,7 @@ from chatmemory import (
     message_to_json,
 )
 
-from .common import conversation, table
+from .common import against, conversation, table
 
 # As in tests/conftest.py (not imported from benchmarks/stores.py, which reaches into store
 # internals for its fill and may break while they change).
@@ -394,10 +394,6 @@ def _us(seconds: float) -> str:
     return f"{seconds * 1e6:,.0f} µs"
 
 
-def _against(ratio: float, limit: float) -> str:
-    return f"{ratio:.2f}× (≤ {limit}×{'' if ratio <= limit else ' ✗'})"
-
-
 def run(quick: bool = False) -> Iterator[str]:
     checkpoints = QUICK_CHECKPOINTS if quick else CHECKPOINTS
     for name, (away, _, _, floor_work) in STORES.items():
@@ -420,8 +416,8 @@ def run(quick: bool = False) -> Iterator[str]:
                     _us(_p90(floor_s)),
                     _us(median),
                     _us(_p90(ours_s)),
-                    _against(median / statistics.median(floor_s), 1.5),
-                    _against(median / first, 1.3),
+                    against(median / statistics.median(floor_s), 1.5),
+                    against(median / first, 1.3),
                 ]
             )
         yield table(

@@ -144,4 +144,5 @@ def test_in_memory_store_checks_ids_and_can_hold_windows_only() -> None:
     store.update_messages("m", [UserMessage("a"), UserMessage("b")])
     store.update_messages("m", [UserMessage("b")])
     assert [(h.seq, h.message.text, h.in_window) for h in store.history("m")] == [(1, "b", True)]  # type: ignore[union-attr]
+    assert [h.seq for h in store.history("m", seqs=[0, 1, 2])] == [1]
     assert repr(store) == "InMemoryChatMemoryStore(memory_ids=1)"

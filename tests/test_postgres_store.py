@@ -915,3 +915,30 @@ def test_a_commit_reads_no_more_than_the_window_whatever_plan_is_cached(
     assert "(seq >= $" in text, text
     assert "_window" in text
     assert store.load_window("m").rows[0].seq == oldest + 1
+
+
+@postgres
+def test_a_partial_history_read_finds_its_rows_by_key_whatever_plan_is_cached(
+    store: PostgresChatMemoryStore,
+) -> None:
+    """`history(seqs=...)`'s generic plan, made when the table was empty, still looks the seqs
+    up in the primary key (no scan of the memory's history)."""
+    statement = store._pg.sql.some_history
+    with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        store.memory_ids()  # the tables exist, empty
+        conn.execute(statement, {"id": "m", "seqs": "{1}"}, prepare=True)
+        (name,) = conn.execute("SELECT name FROM pg_prepared_statements").fetchone() or ("",)
+        for _ in range(3):  # 3,000 rows of history
+            append = [NewMessage(UserMessage(str(i)), in_window=False) for i in range(1_000)]
+            version = store.load_window("m").version
+            assert store.commit_window("m", version=version, append=append, evict=[])
+        plan = psycopg.ClientCursor(conn).execute(
+            f"EXPLAIN ANALYZE EXECUTE {name}(%s, %s)".encode(), ["m", "{5,1500,2999,4000}"]
+        )
+        text = "\n".join(line for (line,) in plan.fetchall())
+    assert "Seq Scan" not in text, text
+    (found,) = [line for line in text.splitlines() if "Index Cond" in line]
+    assert "_pkey" in text, text
+    assert "(memory_id = $1) AND (seq = ANY ($2))" in found, text
+    assert [h.seq for h in store.history("m", seqs=[5, 1500, 2999, 4000])] == [5, 1500, 2999]

@@ -222,7 +222,8 @@ def test_every_statement_searches_by_key_and_none_scans_the_history(path: Path) 
         sqlite_module._EVICT,
         sqlite_module._BUMP,
         sqlite_module._WINDOW,
-        sqlite_module._HISTORY,
+        sqlite_module._WHOLE_HISTORY,
+        sqlite_module._SOME_HISTORY,
         sqlite_module._KEY,
         *sqlite_module._FORGET,
     ]
@@ -275,6 +276,7 @@ def test_an_add_and_a_read_do_the_same_work_after_1_000_and_100_000_messages(
             return count
 
         work = []
+        some = []
         for total in (1_000, 100_000):
             fill_history_to(total - 40)
             for i in range(40):  # a full window of rows, and rows evicted from it
@@ -282,10 +284,14 @@ def test_an_add_and_a_read_do_the_same_work_after_1_000_and_100_000_messages(
             work.append(
                 (instructions(lambda: memory.add(AiMessage("a"))), instructions(memory.messages))
             )
+            # 30 rows of the history: old ones, ones evicted from the window, window rows
+            seqs = range(total - 45, total - 15)
+            some.append(instructions(lambda seqs=seqs: store.history("long", seqs=seqs)))
             stored += 41
         assert len(store.history("long")) == 100_000 + 1
     assert work[0] == work[1], work
     assert max(work[0]) < 1_000, work
+    assert some[0] == some[1], some
 
 
 def test_bytes_on_disk_per_message_stay_close_to_the_json(path: Path) -> None:

@@ -11,7 +11,8 @@ Each contract is what one consumer calls, nothing more:
   plus marks on the rows that leave the window, the same work after 100 messages as after
   100,000, and two writers never lose each other's messages: the loser re-reads and retries.
 * `HistoryStore`, what a person or a tool inspecting the store needs: the whole history of a
-  memory id, the ids, and a cheap per-id summary.
+  memory id (or the messages of a few sequence numbers, read at the cost of those alone), the
+  ids, and a cheap per-id summary.
 
 Every built-in store declares all three (it subclasses them), sync or async. The rows of a
 `WindowStore` obey two rules the memories rely on: sequence numbers only grow, and a row that
@@ -24,7 +25,7 @@ neither.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
@@ -48,6 +49,7 @@ __all__ = [
     "WindowStore",
     "check_errors",
     "check_memory_id",
+    "check_seqs",
     "life_of",
 ]
 
@@ -195,11 +197,16 @@ class WindowStore(Protocol):
 class HistoryStore(Protocol):
     """Everything ever said, for people and tools: whole histories, ids and summaries."""
 
-    def history(self, memory_id: str, *, errors: Errors = "raise") -> list[HistoryEntry]:
+    def history(
+        self, memory_id: str, *, errors: Errors = "raise", seqs: Iterable[int] | None = None
+    ) -> list[HistoryEntry]:
         """Every message ever added to `memory_id`, oldest first.
 
         A stored row that cannot be read raises `SerializationError` naming the memory id and
         the row; with `errors="skip"` such rows are left out and the rest is returned.
+        `seqs`: only the messages with these sequence numbers (those that exist; others are
+        skipped), oldest first, read in one query whose cost depends on how many are asked,
+        not on the length of the history; None reads them all.
         """
         ...
 
@@ -247,7 +254,9 @@ class AsyncWindowStore(Protocol):
 class AsyncHistoryStore(Protocol):
     """`HistoryStore` for asyncio."""
 
-    async def history(self, memory_id: str, *, errors: Errors = "raise") -> list[HistoryEntry]: ...
+    async def history(
+        self, memory_id: str, *, errors: Errors = "raise", seqs: Iterable[int] | None = None
+    ) -> list[HistoryEntry]: ...
 
     async def memory_ids(self) -> list[str]: ...
 
@@ -285,3 +294,32 @@ def check_errors(errors: object) -> None:
     """A ConfigurationError unless `errors` is "raise" or "skip"."""
     if errors not in ("raise", "skip"):
         raise ConfigurationError(f"`errors` must be 'raise' or 'skip', got {errors!r}")
+
+
+_LARGEST_SEQ = 2**63 - 1
+"""The largest sequence number a store can hold (a signed 64-bit integer)."""
+
+
+def check_seqs(seqs: object) -> tuple[int, ...] | None:
+    """The `seqs` argument of `history` as the distinct sequence numbers a store could hold,
+    ascending (None stays None: the whole history); a ConfigurationError unless it is an
+    iterable of ints. Numbers no row can have (negative, or past 64 bits) are dropped here,
+    as any other unknown seq is skipped."""
+    if seqs is None:
+        return None
+    if isinstance(seqs, (str, bytes, bytearray)) or not isinstance(seqs, Iterable):
+        raise ConfigurationError(_seqs_error(f"got {seqs!r}"))
+    wanted: set[int] = set()
+    for seq in seqs:
+        if isinstance(seq, bool) or not isinstance(seq, int):
+            raise ConfigurationError(_seqs_error(f"it holds {seq!r}"))
+        if 0 <= seq <= _LARGEST_SEQ:
+            wanted.add(seq)
+    return tuple(sorted(wanted))
+
+
+def _seqs_error(found: str) -> str:
+    return (
+        f"`seqs` must be an iterable of sequence numbers (ints, as in HistoryEntry.seq), "
+        f"for example [12, 13, 14], or None for the whole history; {found}"
+    )

@@ -14,6 +14,7 @@ from chatmemory import (
     AsyncMessageWindowChatMemory,
     AudioContent,
     ChatMessage,
+    ConfigurationError,
     CustomMessage,
     DetailLevel,
     ImageContent,
@@ -201,6 +202,65 @@ def test_history_has_utc_timestamps_in_order(backend: Any, context: Context) -> 
             s.tzinfo is not None and s.utcoffset() == timezone.utc.utcoffset(s) for s in stamps
         )
         assert stamps == sorted(stamps)
+
+    drive(backend, context, scenario)
+
+
+async def _twelve_rows(store: Any, memory_id: str) -> list[Any]:
+    """A history of 12 rows from 3 commits (3 creation times), rows 0-3, 7 and 8 out of the
+    window (7 from the start): the whole history, read."""
+    new = [NewMessage(UserMessage(f"m{i}")) for i in range(12)]
+    new[7] = NewMessage(UserMessage("m7"), in_window=False)
+    first = await store.commit_window(memory_id, version=0, append=new[:6], evict=[])
+    second = await store.commit_window(
+        memory_id, version=first.version, append=new[6:10], evict=[1, 2, 3]
+    )
+    await store.commit_window(memory_id, version=second.version, append=new[10:], evict=[0, 8])
+    history = await store.history(memory_id)
+    assert [h.seq for h in history if h.in_window] == [4, 5, 6, 9, 10, 11]
+    return list(history)
+
+
+def test_history_of_some_seqs_is_the_whole_history_filtered(backend: Any, context: Context) -> None:
+    async def scenario(store: Any, raw: Any, mode: str) -> None:
+        whole = await _twelve_rows(store, "h")
+
+        def only(*seqs: int) -> list[Any]:
+            return [entry for entry in whole if entry.seq in seqs]
+
+        # message, created_at and in_window as the whole read gives them: evicted rows (0, 3),
+        # one never in the window (7), window rows (4, 10), from each of the three commits
+        assert await store.history("h", seqs=[0, 3, 4, 7, 10]) == only(0, 3, 4, 7, 10)
+        # oldest first and each once, however they are asked; any iterable of ints
+        assert await store.history("h", seqs=[10, 3, 7, 10, 3]) == only(3, 7, 10)
+        assert await store.history("h", seqs=(seq for seq in (11, 0))) == only(0, 11)
+        assert await store.history("h", seqs=range(12)) == whole
+        assert await store.history("h", seqs=[5], errors="skip") == only(5)
+
+    drive(backend, context, scenario)
+
+
+def test_history_skips_seqs_that_are_not_there(backend: Any, context: Context) -> None:
+    async def scenario(store: Any, raw: Any, mode: str) -> None:
+        whole = await _twelve_rows(store, "h")
+        assert await store.history("h", seqs=[-1, 2, 12, 500, 2**64]) == [whole[2]]
+        assert await store.history("h", seqs=[12]) == []
+        assert await store.history("h", seqs=[]) == []
+        assert await store.history("h", seqs=set()) == []
+        assert await store.history("nobody", seqs=[0, 1]) == []
+        await store.delete_messages("h")
+        assert await store.history("h", seqs=[0, 1]) == []
+
+    drive(backend, context, scenario)
+
+
+def test_history_seqs_must_be_ints(backend: Any, context: Context) -> None:
+    async def scenario(store: Any, raw: Any, mode: str) -> None:
+        await store.update_messages("h", [UserMessage("x")])
+        for bad in ("12", b"12", 12, 1.0, [True], [0, 1.0], ["1"], [None]):
+            with pytest.raises(ConfigurationError, match=r"`seqs` must be an iterable of"):
+                await store.history("h", seqs=bad)
+        assert [h.message for h in await store.history("h", seqs=[0])] == [UserMessage("x")]
 
     drive(backend, context, scenario)
 

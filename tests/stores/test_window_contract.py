@@ -173,6 +173,39 @@ def test_an_unreadable_window_row_is_named_skipped_and_repaired(
     drive(backend, context, scenario)
 
 
+@pytest.mark.parametrize("backend", store_params(lambda b: b.corrupt))
+def test_a_partial_history_read_names_or_skips_an_unreadable_row_it_asks_for(
+    backend: Any, context: Context
+) -> None:
+    corrupt = backend[0].corrupt
+
+    async def scenario(store: Any, raw: Any, mode: str) -> None:
+        done = await store.commit_window("p", version=0, append=_new(*"abcde"), evict=[])
+        await store.commit_window("p", version=done.version, append=[], evict=[0, 1])
+        await corrupt(raw, "p", 1)  # out of the window
+        await corrupt(raw, "p", 3)  # in it
+        with pytest.raises(SerializationError, match="repair_window") as caught:
+            await store.history("p", seqs=[4, 3, 0])
+        assert (caught.value.memory_id, caught.value.row) == ("p", 3)
+        with pytest.raises(SerializationError) as caught:
+            await store.history("p", seqs=[4, 3, 1])
+        assert caught.value.row == 1  # the first unreadable row, as the whole read names it
+        skipped = await store.history("p", seqs=[4, 3, 1, 0], errors="skip")
+        assert skipped == [h for h in await store.history("p", errors="skip") if h.seq in (0, 4)]
+        assert [(h.seq, h.message.text, h.in_window) for h in skipped] == [
+            (0, "a", False),
+            (4, "e", True),
+        ]
+        # rows not asked for are not read: around the damage, "raise" raises nothing
+        assert [h.message.text for h in await store.history("p", seqs=[0, 2, 4])] == [
+            "a",
+            "c",
+            "e",
+        ]
+
+    drive(backend, context, scenario)
+
+
 @every_store
 def test_memories_sharing_an_id_always_return_what_the_store_holds(
     backend: Any, context: Context

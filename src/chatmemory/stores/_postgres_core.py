@@ -14,7 +14,7 @@ import functools
 import hashlib
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -36,6 +36,7 @@ from .._contracts import (
     WindowSnapshot,
     check_errors,
     check_memory_id,
+    check_seqs,
     life_of,
 )
 from .._errors import ConfigurationError, SerializationError, StoreError, shorten
@@ -78,6 +79,7 @@ class _Statements:
     delete_memory: bytes
     delete_messages: bytes
     history: bytes
+    some_history: bytes
     memory_ids: bytes
     summaries: bytes
 
@@ -194,7 +196,13 @@ def statements(schema: str, table: str) -> _Statements:
         delete_messages=q("DELETE FROM {messages} WHERE memory_id = %s"),
         history=q(
             "SELECT seq, message::text, created_at, in_window FROM {messages}"
-            " WHERE memory_id = %s ORDER BY seq"
+            " WHERE memory_id = %(id)s ORDER BY seq"
+        ),
+        # The seqs asked for, found by the primary key (memory_id, seq): the cost of the rows
+        # asked for, however long the history. The array is text, as in a commit (see `_WRITE`).
+        some_history=q(
+            "SELECT seq, message::text, created_at, in_window FROM {messages}"
+            " WHERE memory_id = %(id)s AND seq = ANY(%(seqs)s::bigint[]) ORDER BY seq"
         ),
         memory_ids=q("SELECT memory_id FROM {memories} ORDER BY memory_id"),
         summaries=q(
@@ -466,13 +474,23 @@ class PostgresCore:
         yield from _execute(self.sql.delete_messages, (memory_id,))
 
     @_checks_memory_id
-    def history(self, memory_id: str, errors: Errors) -> Flow[list[HistoryEntry]]:
+    def history(
+        self, memory_id: str, errors: Errors, seqs: Iterable[int] | None
+    ) -> Flow[list[HistoryEntry]]:
         check_errors(errors)
-        return self._history(memory_id, errors == "skip")
+        return self._history(memory_id, errors == "skip", check_seqs(seqs))
 
-    def _history(self, memory_id: str, skip: bool) -> Flow[list[HistoryEntry]]:
-        entries = []
-        rows = yield from _fetch(self.sql.history, (memory_id,))
+    def _history(
+        self, memory_id: str, skip: bool, seqs: tuple[int, ...] | None
+    ) -> Flow[list[HistoryEntry]]:
+        entries: list[HistoryEntry] = []
+        if seqs is None:
+            rows = yield from _fetch(self.sql.history, {"id": memory_id})
+        elif seqs:
+            params = {"id": memory_id, "seqs": "{" + ",".join(map(str, seqs)) + "}"}
+            rows = yield from _fetch(self.sql.some_history, params, prepare=True)
+        else:
+            return entries  # nothing asked: no round trip
         for seq, value, created_at, in_window in rows:
             try:
                 message = self._read(memory_id, seq, value)

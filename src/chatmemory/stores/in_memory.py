@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -22,6 +22,7 @@ from .._contracts import (
     WindowStore,
     check_errors,
     check_memory_id,
+    check_seqs,
 )
 from .._errors import ConfigurationError
 from ._basic import AsyncBasicContract, BasicContract
@@ -114,22 +115,32 @@ class InMemoryChatMemoryStore(BasicContract, WindowStore, HistoryStore):
         with self._lock:
             self._logs.pop(memory_id, None)
 
-    def history(self, memory_id: str, *, errors: Errors = "raise") -> list[HistoryEntry]:
-        """Everything added to `memory_id`; rows here are always readable, so `errors` is moot."""
+    def history(
+        self, memory_id: str, *, errors: Errors = "raise", seqs: Iterable[int] | None = None
+    ) -> list[HistoryEntry]:
+        """Everything added to `memory_id` (or the rows numbered `seqs`, each found by its
+        number); rows here are always readable, so `errors` is moot."""
         self._check(memory_id)
         check_errors(errors)
+        wanted = check_seqs(seqs)
         with self._lock:
             log = self._logs.get(memory_id)
             if log is None:
                 return []
             if log.history is None:
-                return [
-                    HistoryEntry(row.seq, row.message, datetime.now(timezone.utc), True)
-                    for row in log.window.values()
-                ]
+                window = log.window
+                rows = (
+                    window.values()
+                    if wanted is None
+                    else [window[s] for s in wanted if s in window]
+                )
+                now = datetime.now(timezone.utc)
+                return [HistoryEntry(row.seq, row.message, now, True) for row in rows]
+            # a row's place in the history is its seq: both count every message added
+            history = log.history
+            kept = history if wanted is None else [history[s] for s in wanted if s < len(history)]
             return [
-                HistoryEntry(row.seq, row.message, at, row.seq in log.window)
-                for row, at in log.history
+                HistoryEntry(row.seq, row.message, at, row.seq in log.window) for row, at in kept
             ]
 
     def memory_ids(self) -> list[str]:
@@ -198,8 +209,10 @@ class AsyncInMemoryChatMemoryStore(AsyncBasicContract, AsyncWindowStore, AsyncHi
     async def delete_messages(self, memory_id: str) -> None:
         self.sync.delete_messages(memory_id)
 
-    async def history(self, memory_id: str, *, errors: Errors = "raise") -> list[HistoryEntry]:
-        return self.sync.history(memory_id, errors=errors)
+    async def history(
+        self, memory_id: str, *, errors: Errors = "raise", seqs: Iterable[int] | None = None
+    ) -> list[HistoryEntry]:
+        return self.sync.history(memory_id, errors=errors, seqs=seqs)
 
     async def memory_ids(self) -> list[str]:
         return self.sync.memory_ids()

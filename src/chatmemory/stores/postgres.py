@@ -24,7 +24,7 @@ import select
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .._contracts import (
@@ -250,8 +250,12 @@ class PostgresChatMemoryStore(BasicContract, WindowStore, HistoryStore):
     def delete_messages(self, memory_id: str) -> None:
         self._run(memory_id, self._pg.delete_messages(memory_id))
 
-    def history(self, memory_id: str, *, errors: Errors = "raise") -> list[HistoryEntry]:
-        return self._run(memory_id, self._pg.history(memory_id, errors), single=True)
+    def history(
+        self, memory_id: str, *, errors: Errors = "raise", seqs: Iterable[int] | None = None
+    ) -> list[HistoryEntry]:
+        """Every message ever added to `memory_id`, oldest first; with `seqs`, only those
+        numbered so (found by the primary key, whatever the length of the history)."""
+        return self._run(memory_id, self._pg.history(memory_id, errors, seqs), single=True)
 
     def memory_ids(self) -> list[str]:
         return self._run(None, self._pg.memory_ids(), single=True)
@@ -389,8 +393,11 @@ class AsyncPostgresChatMemoryStore(AsyncBasicContract, AsyncWindowStore, AsyncHi
     async def delete_messages(self, memory_id: str) -> None:
         await self._run(memory_id, self._pg.delete_messages(memory_id))
 
-    async def history(self, memory_id: str, *, errors: Errors = "raise") -> list[HistoryEntry]:
-        return await self._run(memory_id, self._pg.history(memory_id, errors), single=True)
+    async def history(
+        self, memory_id: str, *, errors: Errors = "raise", seqs: Iterable[int] | None = None
+    ) -> list[HistoryEntry]:
+        flow = self._pg.history(memory_id, errors, seqs)
+        return await self._run(memory_id, flow, single=True)
 
     async def memory_ids(self) -> list[str]:
         return await self._run(None, self._pg.memory_ids(), single=True)

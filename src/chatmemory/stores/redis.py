@@ -52,6 +52,7 @@ from .._contracts import (
     WindowStore,
     check_errors,
     check_memory_id,
+    check_seqs,
     life_of,
 )
 from .._errors import ConfigurationError, SerializationError, StoreError
@@ -87,11 +88,12 @@ _KEYS_CACHED = 1024
 
 # --- Lua (KEYS are always meta, log, info, win of one memory id) ----------------------------------
 
-_LUA_HMGET = """
-local function hmget(key, fields)
+# `command` (HMGET, ZMSCORE) of `key` for `fields`, 1,000 at a time (Lua's unpack has a limit).
+_LUA_FIELDS = """
+local function fields_of(command, key, fields)
   local out = {}
   for first = 1, #fields, 1000 do
-    local part = redis.call('HMGET', key, unpack(fields, first, math.min(first + 999, #fields)))
+    local part = redis.call(command, key, unpack(fields, first, math.min(first + 999, #fields)))
     for i = 1, #part do out[#out + 1] = part[i] end
   end
   return out
@@ -104,7 +106,7 @@ end
 # whole check), else the version, the birth time, the window's seqs, and the messages and infos
 # of the seqs the caller does not hold.
 _LOAD = (
-    _LUA_HMGET
+    _LUA_FIELDS
     + """
 local meta = redis.call('HMGET', KEYS[1], 'version', 'born')
 if not meta[1] then return {} end
@@ -117,7 +119,8 @@ for i = 1, #seqs do
   local n = tonumber(seqs[i])
   if not n or n > known then fresh[#fresh + 1] = seqs[i] end
 end
-return {tonumber(meta[1]), meta[2] or '', seqs, hmget(KEYS[2], fresh), hmget(KEYS[3], fresh)}
+return {tonumber(meta[1]), meta[2] or '', seqs, fields_of('HMGET', KEYS[2], fresh),
+        fields_of('HMGET', KEYS[3], fresh)}
 """
 )
 
@@ -126,6 +129,18 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return {} end
 return {redis.call('HGETALL', KEYS[2]), redis.call('HGETALL', KEYS[3]),
         redis.call('ZRANGE', KEYS[4], 0, -1)}
 """
+
+# ARGV: the seqs asked for. Replies {} for an unknown id, else the messages, the infos and the
+# window scores of those seqs (nil where there is none), each in ARGV's order: hash and zset
+# lookups of those fields alone, whatever the length of the history (ZMSCORE: Redis 6.2).
+_SOME_HISTORY = (
+    _LUA_FIELDS
+    + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {} end
+return {fields_of('HMGET', KEYS[2], ARGV), fields_of('HMGET', KEYS[3], ARGV),
+        fields_of('ZMSCORE', KEYS[4], ARGV)}
+"""
+)
 
 # ARGV: expected version, ttl in ms (0: none), commit token, number of evicted seqs, the evicted
 # seqs, then three values per appended row: "1"/"0" (in the window), message JSON, info tail.
@@ -416,26 +431,63 @@ def _triples(values: list[Any]) -> list[tuple[Any, Any, Any]]:
     return list(zip(values[::3], values[1::3], values[2::3], strict=True))
 
 
+_Row = tuple[bytes | str, Any, Any, bool]
+"""A history row as a script returns it: its field, message, info, and whether in the window."""
+
+
+def _history_request(seqs: object) -> tuple[_Script | None, list[str]]:
+    """The script reading the history asked for and its ARGV: the whole-history script and no
+    argument, or the partial one and the fields of `seqs` (no script when no row is asked
+    for: no round trip). A ConfigurationError for `seqs` that are not sequence numbers."""
+    wanted = check_seqs(seqs)
+    if wanted is None:
+        return _HISTORY_SCRIPT, []
+    return (_SOME_HISTORY_SCRIPT if wanted else None), [str(seq) for seq in wanted]
+
+
 def _history(
-    memory_id: str, reply: list[Any], errors: Literal["raise", "skip"], read: MessageReader
+    memory_id: str,
+    reply: list[Any],
+    errors: Literal["raise", "skip"],
+    read: MessageReader,
+    asked: list[str],
 ) -> list[HistoryEntry]:
+    """The entries in the reply of the whole-history script (`asked` empty), or of the partial
+    one for the fields `asked`."""
     if not reply:
         return []
-    flat_log, flat_info, window = reply
-    infos = dict(zip(flat_info[::2], flat_info[1::2], strict=True))
-    in_window = set(window)
-    rows = []
-    for field, payload in sorted(zip(flat_log[::2], flat_log[1::2], strict=True), key=_by_seq):
+    rows = _some_rows(asked, reply) if asked else _whole_rows(reply)
+    entries = []
+    for field, payload, info, in_window in rows:
         try:
             seq = _seq(memory_id, field)
-            created, _, _ = _info(memory_id, seq, infos.get(field))
+            created, _, _ = _info(memory_id, seq, info)
             message = read(memory_id, seq, payload)
         except SerializationError:
             if errors == "raise":
                 raise
             continue
-        rows.append(HistoryEntry(seq, message, created, field in in_window))
-    return rows
+        entries.append(HistoryEntry(seq, message, created, in_window))
+    return entries
+
+
+def _whole_rows(reply: list[Any]) -> list[_Row]:
+    """The rows of the whole-history script's reply (the hashes and the window), in seq order."""
+    flat_log, flat_info, window = reply
+    infos = dict(zip(flat_info[::2], flat_info[1::2], strict=True))
+    in_window = set(window)
+    pairs = sorted(zip(flat_log[::2], flat_log[1::2], strict=True), key=_by_seq)
+    return [(field, payload, infos.get(field), field in in_window) for field, payload in pairs]
+
+
+def _some_rows(asked: list[str], reply: list[Any]) -> list[_Row]:
+    """The rows of the partial script's reply that exist, in the (ascending) order asked."""
+    payloads, infos, scores = reply
+    return [
+        (field, payload, info, score is not None)
+        for field, payload, info, score in zip(asked, payloads, infos, scores, strict=True)
+        if payload is not None
+    ]
 
 
 def _by_seq(pair: tuple[bytes | str, object]) -> tuple[int, int]:
@@ -664,6 +716,7 @@ class _Script:
 _LOAD_SCRIPT = _Script(_LOAD)
 _COMMIT_SCRIPT = _Script(_COMMIT)
 _HISTORY_SCRIPT = _Script(_HISTORY)
+_SOME_HISTORY_SCRIPT = _Script(_SOME_HISTORY)
 
 
 def _wrong_client(store: str, client: object) -> str | None:
@@ -805,13 +858,18 @@ class RedisChatMemoryStore(_RedisStore, BasicContract, WindowStore, HistoryStore
         with self._failing("delete the memory", memory_id):
             self._route.send(keys[0], (("DEL", *keys),))
 
-    def history(self, memory_id: str, *, errors: Errors = "raise") -> list[HistoryEntry]:
-        """Every message ever added to `memory_id`, oldest first (reads the whole history)."""
+    def history(
+        self, memory_id: str, *, errors: Errors = "raise", seqs: Iterable[int] | None = None
+    ) -> list[HistoryEntry]:
+        """Every message ever added to `memory_id`, oldest first (reads the whole history);
+        with `seqs`, only the messages numbered so, in one script reading just those fields
+        (it needs Redis 6.2 or later)."""
         keys = self._keys(memory_id)
         check_errors(errors)
+        script, args = _history_request(seqs)
         with self._failing("read the history", memory_id):
-            reply = self._run(_HISTORY_SCRIPT, keys, [])[0]
-        return _history(memory_id, reply, errors, self._read)
+            reply = self._run(script, keys, args)[0] if script else []
+        return _history(memory_id, reply, errors, self._read, args)
 
     def memory_ids(self) -> list[str]:
         """The memory ids under this store's prefix, sorted.
@@ -947,13 +1005,17 @@ class AsyncRedisChatMemoryStore(
         with self._failing("delete the memory", memory_id):
             await self._route.send(keys[0], (("DEL", *keys),))
 
-    async def history(self, memory_id: str, *, errors: Errors = "raise") -> list[HistoryEntry]:
-        """Every message ever added to `memory_id`, oldest first (reads the whole history)."""
+    async def history(
+        self, memory_id: str, *, errors: Errors = "raise", seqs: Iterable[int] | None = None
+    ) -> list[HistoryEntry]:
+        """Every message ever added to `memory_id`, oldest first; with `seqs`, only those
+        numbered so (see the sync store)."""
         keys = self._keys(memory_id)
         check_errors(errors)
+        script, args = _history_request(seqs)
         with self._failing("read the history", memory_id):
-            reply = (await self._run(_HISTORY_SCRIPT, keys, []))[0]
-        return _history(memory_id, reply, errors, self._read)
+            reply = (await self._run(script, keys, args))[0] if script else []
+        return _history(memory_id, reply, errors, self._read, args)
 
     async def memory_ids(self) -> list[str]:
         """The memory ids under this store's prefix, sorted (a SCAN of the whole database; on

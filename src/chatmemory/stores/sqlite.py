@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import os
 import sqlite3
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
@@ -29,6 +30,7 @@ from .._contracts import (
     WindowStore,
     check_errors,
     check_memory_id,
+    check_seqs,
     life_of,
 )
 from .._errors import ConfigurationError, SerializationError, StoreError
@@ -97,9 +99,14 @@ _HISTORY = """
     FROM chatmemory_memories AS mem
     JOIN chatmemory_messages AS m ON m.memory_key = mem.memory_key
     LEFT JOIN chatmemory_window AS w ON w.memory_key = m.memory_key AND w.seq = m.seq
-    WHERE mem.memory_id = ?
+    WHERE mem.memory_id = ?1 {only}
     ORDER BY m.seq
 """
+_WHOLE_HISTORY = _HISTORY.format(only="")
+# The seqs asked for, as one JSON array: each is found by the primary keys (memory_key, seq) of
+# the messages and the window, so the read costs what the rows asked for cost, however long
+# the history.
+_SOME_HISTORY = _HISTORY.format(only="AND m.seq IN (SELECT value FROM json_each(?2))")
 _KEY = "SELECT memory_key FROM chatmemory_memories WHERE memory_id = ?"
 _FORGET = (
     "DELETE FROM chatmemory_window WHERE memory_key = ?",
@@ -460,16 +467,25 @@ class SqliteChatMemoryStore(BasicContract, WindowStore, HistoryStore):
                 for statement in _FORGET:
                     connection.execute(statement, row)
 
-    def history(self, memory_id: str, *, errors: Errors = "raise") -> list[HistoryEntry]:
-        """Every message ever added to `memory_id`, oldest first (reads the whole history).
+    def history(
+        self, memory_id: str, *, errors: Errors = "raise", seqs: Iterable[int] | None = None
+    ) -> list[HistoryEntry]:
+        """Every message ever added to `memory_id`, oldest first (reads the whole history);
+        with `seqs`, only the messages numbered so (those that exist), found by their keys.
 
         A row that cannot be read raises `SerializationError` naming the memory id and the row;
         with `errors="skip"` such rows are left out and the rest is returned.
         """
         check_memory_id(memory_id)
         check_errors(errors)
+        wanted = check_seqs(seqs)
         with self._using("read the history", memory_id) as connection:
-            rows = connection.execute(_HISTORY, (memory_id,)).fetchall()
+            if wanted is None:
+                rows = connection.execute(_WHOLE_HISTORY, (memory_id,)).fetchall()
+            elif wanted:
+                rows = connection.execute(_SOME_HISTORY, (memory_id, json.dumps(wanted))).fetchall()
+            else:
+                rows = []
         entries = []
         for seq, payload, created_at, in_window in rows:
             try:
@@ -712,9 +728,14 @@ class AsyncSqliteChatMemoryStore(AsyncBasicContract, AsyncWindowStore, AsyncHist
         """Empty the ``-wal`` file into the database (see the sync store)."""
         return await self._run(None, lambda store: store.scrub())
 
-    async def history(self, memory_id: str, *, errors: Errors = "raise") -> list[HistoryEntry]:
-        """Every message ever added to `memory_id`, oldest first (see the sync store)."""
-        return await self._run(memory_id, lambda store: store.history(memory_id, errors=errors))
+    async def history(
+        self, memory_id: str, *, errors: Errors = "raise", seqs: Iterable[int] | None = None
+    ) -> list[HistoryEntry]:
+        """Every message ever added to `memory_id`, or those numbered `seqs`, oldest first
+        (see the sync store)."""
+        return await self._run(
+            memory_id, lambda store: store.history(memory_id, errors=errors, seqs=seqs)
+        )
 
     async def memory_ids(self) -> list[str]:
         return await self._run(None, lambda store: store.memory_ids())
