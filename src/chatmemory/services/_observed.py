@@ -1,0 +1,140 @@
+"""What a traced service call records of its turn's effects (`chatmemory.telemetry`): a span
+over the memory's commit, retrieval, recall, recall's indexing and the moderation verdict, and
+chatmemory's metrics of the window, the eviction and the recall.
+
+A driver carries an effect out inside ``with observed(...) as seen`` and hands the result to
+``seen.saw``, blocking or awaited alike. The model's spans come from its listener and the tools'
+from the port that runs them (on the pool's threads too).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from ..telemetry import Instrumentation
+from . import _effects as fx
+
+__all__ = ["observed"]
+
+R = TypeVar("R")
+
+
+class _Unobserved:
+    """An effect that records nothing (the model's, the tools', the window's without memory)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> _Unobserved:
+        return self
+
+    def __exit__(self, kind: object, error: BaseException | None, traceback: object) -> None:
+        return None
+
+    def saw(self, result: R) -> R:
+        return result
+
+
+_UNOBSERVED = _Unobserved()
+
+
+class _Observed(_Unobserved):
+    """An effect with a span named `name` (None: metrics only), current while it runs."""
+
+    __slots__ = ("instrumentation", "memory", "opened")
+    name: str | None = None
+
+    def __init__(
+        self,
+        instrumentation: Instrumentation,
+        memory: Any,
+        attributes: dict[str, Any] | None = None,
+    ) -> None:
+        self.instrumentation = instrumentation
+        self.memory = memory
+        self.opened = instrumentation.opened(self.name, attributes) if self.name else None
+
+    def __enter__(self) -> _Observed:
+        if self.opened is not None:
+            self.opened.__enter__()
+        return self
+
+    def __exit__(self, kind: object, error: BaseException | None, traceback: object) -> None:
+        if self.opened is not None:
+            self.opened.__exit__(kind, error, traceback)
+
+    def metric(self) -> dict[str, Any]:
+        return self.instrumentation.metric(_store_kind(self.memory))
+
+
+class _Window(_Observed):
+    def saw(self, result: R) -> R:
+        tokens = getattr(self.memory, "last_window_tokens", None)
+        if tokens is not None:
+            self.instrumentation.window_tokens.record(tokens, self.metric())
+        return result
+
+
+class _Commit(_Observed):
+    name = "chatmemory commit"
+
+    def saw(self, result: R) -> R:
+        evicted = getattr(self.memory, "last_evicted", None)
+        if evicted is not None:
+            assert self.opened is not None
+            self.opened.span.set_attribute("chatmemory.messages.evicted", evicted)
+            self.instrumentation.evicted.add(evicted, self.metric())
+        return result
+
+
+class _Recall(_Observed):
+    name = "chatmemory recall"
+
+    def saw(self, result: R) -> R:
+        hits = len(result)  # type: ignore[arg-type]
+        assert self.opened is not None
+        self.opened.span.set_attribute("chatmemory.recall.hits", hits)
+        self.instrumentation.recall_hits.record(hits, self.metric())
+        return result
+
+
+class _Retrieve(_Observed):
+    name = "chatmemory retrieve"
+
+
+class _Index(_Observed):
+    name = "chatmemory index"
+
+
+class _Moderation(_Observed):
+    name = "chatmemory moderation"
+
+
+def _store_kind(memory: object) -> str:
+    """Where `memory` keeps its messages: its store's class (a memory of one's own without a
+    `store`: its own class)."""
+    return type(getattr(memory, "store", memory)).__name__
+
+
+def observed(
+    instrumentation: Instrumentation, effect: fx.TurnEffect, memory: object
+) -> _Unobserved:
+    """How a traced call observes `effect`, carried out for a call whose memory is `memory`."""
+    match effect:
+        case fx.Window() if memory is not None:
+            return _Window(instrumentation, memory)
+        case fx.Commit() if memory is not None:
+            attributes = {
+                "chatmemory.store.kind": _store_kind(memory),
+                "chatmemory.messages.written": len(effect.messages),
+            }
+            return _Commit(instrumentation, memory, attributes)
+        case fx.Recall():
+            return _Recall(instrumentation, memory)
+        case fx.Augment():
+            return _Retrieve(instrumentation, memory)
+        case fx.Index():
+            return _Index(instrumentation, memory)
+        case fx.Verdict():
+            return _Moderation(instrumentation, memory)
+        case _:
+            return _UNOBSERVED
