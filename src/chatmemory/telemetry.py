@@ -37,8 +37,7 @@ import json
 import threading
 import time
 from collections.abc import AsyncGenerator, Generator, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from ._errors import ConfigurationError
 from ._messages import (
@@ -65,10 +64,10 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
 __all__ = [
+    "Agent",
     "AgentCall",
     "Instrumentation",
     "active",
-    "agent_call",
     "astepped",
     "instrument",
     "invoke_agent",
@@ -102,7 +101,6 @@ _PARAMETERS = {
 _SPAN = "chatmemory.telemetry.span"
 _STARTED = "chatmemory.telemetry.started"
 _METRIC = "chatmemory.telemetry.metric"
-_METRIC_KEYS = ("gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.request.model")
 
 # The conventions' bucket boundaries (gen-ai-metrics.md): the SDK's default ones (0 to 10,000)
 # would put every duration in seconds into its first bucket.
@@ -111,15 +109,60 @@ _TOKEN_BUCKETS = tuple(4**i for i in range(14))  # 1, 4, 16, ... 67,108,864
 _HIT_BUCKETS = (0, 1, 2, 3, 4, 5, 10, 20, 50)
 
 
-@dataclass(frozen=True, slots=True)
-class _Call:
+class Agent:
+    """What every call of one agent (a service method, say) shares, made once: its span's name
+    and attributes, and its metrics' attributes per kind of store."""
+
+    __slots__ = ("_by_kind", "attributes", "metric", "span_name")
+
+    def __init__(self, name: str | None, attributes: Mapping[str, Any] | None = None) -> None:
+        self.span_name = f"invoke_agent {name}" if name else "invoke_agent"
+        self.metric: dict[str, Any] = {"gen_ai.agent.name": name} if name else {}
+        self.attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "invoke_agent",
+            **self.metric,
+            **(attributes or {}),
+        }
+        self._by_kind: dict[str, dict[str, Any]] = {}
+
+    def metric_for(self, store_kind: str) -> dict[str, Any]:
+        """The attributes of chatmemory's metrics for a memory whose store is a `store_kind`:
+        the agent's name and the store's kind, never the conversation."""
+        known = self._by_kind.get(store_kind)
+        if known is None:
+            known = self._by_kind[store_kind] = {**self.metric, "chatmemory.store.kind": store_kind}
+        return known
+
+    def call(
+        self, conversation_id: str | None = None, *, muted: bool = False, deferred: bool = False
+    ) -> AgentCall | None:
+        """The span of one call (`AgentCall`), or None while `instrument()` is off.
+        `muted`: the call makes no span, and its model calls none either. `deferred`: the span
+        starts later (a stream's first item) but is a child of the span current now."""
+        instrumentation = _installed
+        if instrumentation is None:
+            return None
+        call = _Call(conversation_id, self, muted)
+        if muted:
+            return AgentCall(None, self.span_name, self.attributes, call)
+        attributes = self.attributes
+        if conversation_id is not None:
+            attributes = {**attributes, "gen_ai.conversation.id": conversation_id}
+        parent = instrumentation.current_context() if deferred else None
+        return AgentCall(instrumentation, self.span_name, attributes, call, parent)
+
+
+class _Call(NamedTuple):
     """What the spans and metrics made during one call (`invoke_agent`, a service call) are
-    told: its conversation, the attributes of chatmemory's metrics, and whether it is muted
-    (a service made with ``instrument=False``)."""
+    told: its conversation, its agent, and whether it is muted (a service made with
+    ``instrument=False``)."""
 
     conversation_id: str | None
-    metric: Mapping[str, Any]
-    muted: bool = False
+    agent: Agent
+    muted: bool
+
+
+_ANONYMOUS = Agent(None)
 
 
 _current: contextvars.ContextVar[_Call | None] = contextvars.ContextVar(
@@ -224,10 +267,10 @@ class Instrumentation:
         span.set_status(self._status(self._error_code, str(error) or None))
 
     def metric(self, store_kind: str) -> dict[str, Any]:
-        """The attributes of chatmemory's metrics in this call: the call's (``gen_ai.agent.name``)
-        and the kind of store its memory keeps its messages in; never the conversation."""
+        """The attributes of chatmemory's metrics in the call running here (`Agent.metric_for`)."""
         call = _current.get()
-        return {**(call.metric if call is not None else {}), "chatmemory.store.kind": store_kind}
+        agent = call.agent if call is not None else _ANONYMOUS
+        return agent._by_kind.get(store_kind) or agent.metric_for(store_kind)
 
     # -- the listener --------------------------------------------------------------------------
 
@@ -242,6 +285,7 @@ class Instrumentation:
             attributes["gen_ai.provider.name"] = context.provider
         if model:
             attributes["gen_ai.request.model"] = model
+        context.attributes[_METRIC] = attributes.copy()  # the metrics' share: the above only
         if call is not None and call.conversation_id is not None:
             attributes["gen_ai.conversation.id"] = call.conversation_id
         if request.parameters is not None:
@@ -251,7 +295,6 @@ class Instrumentation:
                     attributes[key] = value
             if request.parameters.stop:
                 attributes["gen_ai.request.stop_sequences"] = list(request.parameters.stop)
-        context.attributes[_METRIC] = {k: attributes[k] for k in _METRIC_KEYS if k in attributes}
         opened = self.tracer.start_span(
             f"chat {model}" if model else "chat", kind=self._client, attributes=attributes
         )
@@ -547,37 +590,6 @@ def span(
     return instrumentation.opened(name, attributes)
 
 
-def agent_call(
-    name: str | None,
-    *,
-    conversation_id: str | None = None,
-    attributes: Mapping[str, Any] | None = None,
-    muted: bool = False,
-    deferred: bool = False,
-) -> AgentCall | None:
-    """The ``invoke_agent {name}`` span of a call (`AgentCall`), or None while `instrument()`
-    is off. `muted`: the call makes no span, and its model calls none either. `deferred`: the
-    span starts later (a stream's first item) but is a child of the span current now."""
-    instrumentation = _installed
-    if instrumentation is None:
-        return None
-    metric = {"gen_ai.agent.name": name} if name else {}
-    call = _Call(conversation_id, metric, muted)
-    if muted:
-        return AgentCall(None, "", {}, call)
-    given: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent"}
-    if name:
-        given["gen_ai.agent.name"] = name
-    if conversation_id is not None:
-        given["gen_ai.conversation.id"] = conversation_id
-    if attributes:
-        given.update(attributes)
-    parent = instrumentation.current_context() if deferred else None
-    return AgentCall(
-        instrumentation, f"invoke_agent {name}" if name else "invoke_agent", given, call, parent
-    )
-
-
 def invoke_agent(
     name: str | None = None, *, conversation_id: str | None = None, **attributes: Any
 ) -> contextlib.AbstractContextManager[Span | None]:
@@ -585,4 +597,4 @@ def invoke_agent(
     its model calls are its children and carry ``gen_ai.conversation.id``. Extra keyword
     `attributes` are set on the span as given (``gen_ai.*`` names with dots go in a dict:
     ``**{"gen_ai.agent.id": ...}``)."""
-    return agent_call(name, conversation_id=conversation_id, attributes=attributes) or _OFF
+    return Agent(name, attributes).call(conversation_id) or _OFF

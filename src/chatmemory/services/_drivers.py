@@ -73,17 +73,19 @@ class _Steps(Generic[T]):
 
 def _sync(effect: fx.TurnEffect, port: SyncPort) -> object:
     instrumentation = telemetry.active()
-    if instrumentation is None:
+    seen = None if instrumentation is None else observed(instrumentation, effect, port.memory)
+    if seen is None:
         return _carry_out(effect, port)
-    with observed(instrumentation, effect, port.memory) as seen:
+    with seen:
         return seen.saw(_carry_out(effect, port))
 
 
 async def _async(effect: fx.TurnEffect, port: AsyncPort) -> object:
     instrumentation = telemetry.active()
-    if instrumentation is None:
+    seen = None if instrumentation is None else observed(instrumentation, effect, port.memory)
+    if seen is None:
         return await _acarry_out(effect, port)
-    with observed(instrumentation, effect, port.memory) as seen:
+    with seen:
         return seen.saw(await _acarry_out(effect, port))
 
 

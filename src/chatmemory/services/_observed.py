@@ -3,8 +3,9 @@ over the memory's commit, retrieval, recall, recall's indexing and the moderatio
 chatmemory's metrics of the window, the eviction and the recall.
 
 A driver carries an effect out inside ``with observed(...) as seen`` and hands the result to
-``seen.saw``, blocking or awaited alike. The model's spans come from its listener and the tools'
-from the port that runs them (on the pool's threads too).
+``seen.saw``, blocking or awaited alike (an effect not observed is None: carried out as is).
+The model's spans come from its listener and the tools' from the port that runs them (on the
+pool's threads too).
 """
 
 from __future__ import annotations
@@ -19,38 +20,23 @@ __all__ = ["observed"]
 R = TypeVar("R")
 
 
-class _Unobserved:
-    """An effect that records nothing (the model's, the tools', the window's without memory)."""
-
-    __slots__ = ()
-
-    def __enter__(self) -> _Unobserved:
-        return self
-
-    def __exit__(self, kind: object, error: BaseException | None, traceback: object) -> None:
-        return None
-
-    def saw(self, result: R) -> R:
-        return result
-
-
-_UNOBSERVED = _Unobserved()
-
-
-class _Observed(_Unobserved):
+class _Observed:
     """An effect with a span named `name` (None: metrics only), current while it runs."""
 
-    __slots__ = ("instrumentation", "memory", "opened")
+    __slots__ = ("instrumentation", "kind", "memory", "opened")
     name: str | None = None
 
     def __init__(
         self,
         instrumentation: Instrumentation,
         memory: Any,
+        kind: str = "",
         attributes: dict[str, Any] | None = None,
     ) -> None:
         self.instrumentation = instrumentation
         self.memory = memory
+        self.kind = kind
+        """The kind of the memory's store (for an effect with metrics)."""
         self.opened = instrumentation.opened(self.name, attributes) if self.name else None
 
     def __enter__(self) -> _Observed:
@@ -62,8 +48,12 @@ class _Observed(_Unobserved):
         if self.opened is not None:
             self.opened.__exit__(kind, error, traceback)
 
+    def saw(self, result: R) -> R:
+        """`result`, what it tells recorded."""
+        return result
+
     def metric(self) -> dict[str, Any]:
-        return self.instrumentation.metric(_store_kind(self.memory))
+        return self.instrumentation.metric(self.kind)
 
 
 class _Window(_Observed):
@@ -82,7 +72,8 @@ class _Commit(_Observed):
         if evicted is not None:
             assert self.opened is not None
             self.opened.span.set_attribute("chatmemory.messages.evicted", evicted)
-            self.instrumentation.evicted.add(evicted, self.metric())
+            if evicted:  # a counter's zero adds nothing but its cost
+                self.instrumentation.evicted.add(evicted, self.metric())
         return result
 
 
@@ -117,19 +108,21 @@ def _store_kind(memory: object) -> str:
 
 def observed(
     instrumentation: Instrumentation, effect: fx.TurnEffect, memory: object
-) -> _Unobserved:
-    """How a traced call observes `effect`, carried out for a call whose memory is `memory`."""
+) -> _Observed | None:
+    """How a traced call observes `effect`, carried out for a call whose memory is `memory`;
+    None for an effect it does not (the model's and the tools' have their own spans)."""
     match effect:
         case fx.Window() if memory is not None:
-            return _Window(instrumentation, memory)
+            return _Window(instrumentation, memory, _store_kind(memory))
         case fx.Commit() if memory is not None:
+            kind = _store_kind(memory)
             attributes = {
-                "chatmemory.store.kind": _store_kind(memory),
+                "chatmemory.store.kind": kind,
                 "chatmemory.messages.written": len(effect.messages),
             }
-            return _Commit(instrumentation, memory, attributes)
+            return _Commit(instrumentation, memory, kind, attributes)
         case fx.Recall():
-            return _Recall(instrumentation, memory)
+            return _Recall(instrumentation, memory, _store_kind(memory))
         case fx.Augment():
             return _Retrieve(instrumentation, memory)
         case fx.Index():
@@ -137,4 +130,4 @@ def observed(
         case fx.Verdict():
             return _Moderation(instrumentation, memory)
         case _:
-            return _UNOBSERVED
+            return None

@@ -282,11 +282,10 @@ class _Service:
     def __init__(self, context: ServiceContext) -> None:
         self.context = context
         self.memories = context.memories
-        self._attributes = {
-            name: _span_attributes(plan, context)
-            for name, plan in context.declaration.methods.items()
+        self._agents = {
+            name: _agent(plan, context) for name, plan in context.declaration.methods.items()
         }
-        """The ``invoke_agent`` span's attributes of each method that do not change per call."""
+        """Each method as an agent of its calls' spans and metrics (their fixed attributes)."""
 
     # -- building --------------------------------------------------------------------------
 
@@ -698,12 +697,8 @@ class _Service:
         its model calls, tools, retrieval, recall, commit and title are its children. None
         while it is off (a global read); a muted one for a service made with
         ``instrument=False``."""
-        return telemetry.agent_call(
-            self.context.declaration.cls.__name__,
-            conversation_id=call.memory_id,
-            attributes=self._attributes[plan.name],
-            muted=not self.context.instrument,
-            deferred=deferred,
+        return self._agents[plan.name].call(
+            call.memory_id, muted=not self.context.instrument, deferred=deferred
         )
 
     # -- titles ----------------------------------------------------------------------------
@@ -733,12 +728,12 @@ class _Service:
 _UNTRACED: contextlib.nullcontext[None] = contextlib.nullcontext()
 
 
-def _span_attributes(plan: MethodPlan, context: ServiceContext) -> dict[str, str]:
+def _agent(plan: MethodPlan, context: ServiceContext) -> telemetry.Agent:
     attributes = {"gen_ai.agent.id": plan.where}
     provider = provider_of(context.models.answering(plan))
     if provider is not None:
         attributes["gen_ai.provider.name"] = provider
-    return attributes
+    return telemetry.Agent(context.declaration.cls.__name__, attributes)
 
 
 def _texts(events: Generator[ServiceEvent, None, Result[str]]) -> Generator[str, None, None]:
