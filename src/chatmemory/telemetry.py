@@ -269,8 +269,7 @@ class Instrumentation:
     def metric(self, store_kind: str) -> dict[str, Any]:
         """The attributes of chatmemory's metrics in the call running here (`Agent.metric_for`)."""
         call = _current.get()
-        agent = call.agent if call is not None else _ANONYMOUS
-        return agent._by_kind.get(store_kind) or agent.metric_for(store_kind)
+        return (call.agent if call is not None else _ANONYMOUS).metric_for(store_kind)
 
     # -- the listener --------------------------------------------------------------------------
 
