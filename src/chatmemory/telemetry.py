@@ -113,7 +113,7 @@ class Agent:
     """What every call of one agent (a service method, say) shares, made once: its span's name
     and attributes, and its metrics' attributes per kind of store."""
 
-    __slots__ = ("_by_kind", "attributes", "metric", "span_name")
+    __slots__ = ("attributes", "known", "metric", "span_name")
 
     def __init__(self, name: str | None, attributes: Mapping[str, Any] | None = None) -> None:
         self.span_name = f"invoke_agent {name}" if name else "invoke_agent"
@@ -123,15 +123,15 @@ class Agent:
             **self.metric,
             **(attributes or {}),
         }
-        self._by_kind: dict[str, dict[str, Any]] = {}
+        self.known: dict[str, dict[str, Any]] = {}
+        """`metric_for`'s answers so far, by store kind."""
 
     def metric_for(self, store_kind: str) -> dict[str, Any]:
         """The attributes of chatmemory's metrics for a memory whose store is a `store_kind`:
-        the agent's name and the store's kind, never the conversation."""
-        known = self._by_kind.get(store_kind)
-        if known is None:
-            known = self._by_kind[store_kind] = {**self.metric, "chatmemory.store.kind": store_kind}
-        return known
+        the agent's name and the store's kind, never the conversation. Made once per kind
+        (kept in `known`, where callers look first)."""
+        made = self.known[store_kind] = {**self.metric, "chatmemory.store.kind": store_kind}
+        return made
 
     def call(
         self, conversation_id: str | None = None, *, muted: bool = False, deferred: bool = False
@@ -269,7 +269,8 @@ class Instrumentation:
     def metric(self, store_kind: str) -> dict[str, Any]:
         """The attributes of chatmemory's metrics in the call running here (`Agent.metric_for`)."""
         call = _current.get()
-        return (call.agent if call is not None else _ANONYMOUS).metric_for(store_kind)
+        agent = call.agent if call is not None else _ANONYMOUS
+        return agent.known.get(store_kind) or agent.metric_for(store_kind)
 
     # -- the listener --------------------------------------------------------------------------
 

@@ -76,7 +76,9 @@ def _sync(effect: fx.TurnEffect, port: SyncPort) -> object:
     seen = None if instrumentation is None else observed(instrumentation, effect, port.memory)
     if seen is None:
         return _carry_out(effect, port)
-    with seen:
+    if seen.opened is None:
+        return seen.saw(_carry_out(effect, port))
+    with seen.opened:
         return seen.saw(_carry_out(effect, port))
 
 
@@ -85,7 +87,9 @@ async def _async(effect: fx.TurnEffect, port: AsyncPort) -> object:
     seen = None if instrumentation is None else observed(instrumentation, effect, port.memory)
     if seen is None:
         return await _acarry_out(effect, port)
-    with seen:
+    if seen.opened is None:
+        return seen.saw(await _acarry_out(effect, port))
+    with seen.opened:
         return seen.saw(await _acarry_out(effect, port))
 
 

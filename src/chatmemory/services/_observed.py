@@ -2,8 +2,9 @@
 over the memory's commit, retrieval, recall, recall's indexing and the moderation verdict, and
 chatmemory's metrics of the window, the eviction and the recall.
 
-A driver carries an effect out inside ``with observed(...) as seen`` and hands the result to
-``seen.saw``, blocking or awaited alike (an effect not observed is None: carried out as is).
+A driver carries an effect out inside ``with seen.opened`` (its span, if it has one) and hands
+the result to ``seen.saw``, blocking or awaited alike (an effect not observed is None: carried
+out as is).
 The model's spans come from its listener and the tools' from the port that runs them (on the
 pool's threads too).
 """
@@ -21,7 +22,7 @@ R = TypeVar("R")
 
 
 class _Observed:
-    """An effect with a span named `name` (None: metrics only), current while it runs."""
+    """An effect with a span named `name` (None: metrics only), `opened` before it runs."""
 
     __slots__ = ("instrumentation", "kind", "memory", "opened")
     name: str | None = None
@@ -39,28 +40,18 @@ class _Observed:
         """The kind of the memory's store (for an effect with metrics)."""
         self.opened = instrumentation.opened(self.name, attributes) if self.name else None
 
-    def __enter__(self) -> _Observed:
-        if self.opened is not None:
-            self.opened.__enter__()
-        return self
-
-    def __exit__(self, kind: object, error: BaseException | None, traceback: object) -> None:
-        if self.opened is not None:
-            self.opened.__exit__(kind, error, traceback)
-
     def saw(self, result: R) -> R:
         """`result`, what it tells recorded."""
         return result
-
-    def metric(self) -> dict[str, Any]:
-        return self.instrumentation.metric(self.kind)
 
 
 class _Window(_Observed):
     def saw(self, result: R) -> R:
         tokens = getattr(self.memory, "last_window_tokens", None)
         if tokens is not None:
-            self.instrumentation.window_tokens.record(tokens, self.metric())
+            self.instrumentation.window_tokens.record(
+                tokens, self.instrumentation.metric(self.kind)
+            )
         return result
 
 
@@ -73,7 +64,7 @@ class _Commit(_Observed):
             assert self.opened is not None
             self.opened.span.set_attribute("chatmemory.messages.evicted", evicted)
             if evicted:  # a counter's zero adds nothing but its cost
-                self.instrumentation.evicted.add(evicted, self.metric())
+                self.instrumentation.evicted.add(evicted, self.instrumentation.metric(self.kind))
         return result
 
 
@@ -84,7 +75,7 @@ class _Recall(_Observed):
         hits = len(result)  # type: ignore[arg-type]
         assert self.opened is not None
         self.opened.span.set_attribute("chatmemory.recall.hits", hits)
-        self.instrumentation.recall_hits.record(hits, self.metric())
+        self.instrumentation.recall_hits.record(hits, self.instrumentation.metric(self.kind))
         return result
 
 
