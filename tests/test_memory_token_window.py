@@ -367,3 +367,31 @@ def test_async_memories_count_long_messages_off_the_event_loop() -> None:
         assert len(await memory.messages()) == 2
 
     asyncio.run(main())
+
+
+def test_the_last_write_tells_how_many_messages_it_evicted(make: Factory) -> None:
+    m = [user(10, "abcdefgh"[i]) for i in range(4)]
+    memory = make.tokens(max_tokens=33, estimator=ESTIMATOR)
+    assert memory.last_evicted == 0
+    memory.add(m[0], m[1], m[2])
+    assert memory.last_evicted == 0
+    memory.add(m[3])
+    assert memory.last_evicted == 1
+    memory.add(user(40, "z"))  # larger than the window: history only, and the rest leaves
+    assert (memory.messages(), memory.last_evicted) == ([], 4)
+    basic = make.tokens(max_tokens=33, estimator=ESTIMATOR, store=make.store(CountingStore()))
+    basic.add(m[0], m[1], m[2], m[3])
+    assert basic.last_evicted == 1
+
+
+def test_a_preview_tells_the_tokens_of_its_window(make: Factory) -> None:
+    m = [user(10, "abcdefgh"[i]) for i in range(4)]
+    memory = make.tokens(max_tokens=33, estimator=ESTIMATOR)
+    assert memory.last_window_tokens is None
+    memory.add(m[0], m[1])
+    window = memory.preview(m[2], m[3])
+    assert window == m[1:]
+    assert memory.last_window_tokens == count(window) == 33
+    assert memory.preview() == m[:2]  # nothing added: the window as it is
+    assert memory.last_window_tokens == count([m[0], m[1]]) == 23
+    assert make.messages(max_messages=3).last_window_tokens is None  # it counts messages

@@ -214,6 +214,25 @@ def test_listeners_added_everywhere_hear_every_listened_call() -> None:
     assert len(everywhere.seen) == 4  # removed: told of nothing more
 
 
+def test_a_wrapped_model_called_through_the_functions_is_told_once() -> None:
+    """A service calls its model through the listening functions: a `with_listeners` model
+    there must not tell the listeners added everywhere twice (once per layer)."""
+    everywhere = Recorder("global")
+    own = Recorder("own")
+    model = with_listeners(ScriptedChatModel(["a", "b", "c", "d"]), own)
+    add_chat_model_listener(everywhere)
+    try:
+        listening.chat(model, REQUEST)
+        asyncio.run(listening.achat(model, REQUEST))
+        list(listening.stream(model, REQUEST))
+        asyncio.run(_collect(listening.astream(model, REQUEST)))
+    finally:
+        remove_chat_model_listener(everywhere)
+    assert [kind for kind, _ in everywhere.seen] == ["request", "response"] * 4
+    assert [kind for kind, _ in own.seen] == ["request", "response"] * 4
+    assert own.seen[1] == ("response", ("a", {"own": "started", "global": "started"}))
+
+
 def test_without_listeners_the_functions_are_the_models_own_calls() -> None:
     model = ScriptedChatModel(["a", "b", "c", "d"])
     assert listening.chat(model, REQUEST).ai_message.text == "a"

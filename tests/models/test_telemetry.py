@@ -12,11 +12,6 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
 import chatmemory
@@ -45,6 +40,7 @@ from chatmemory.models import (
 from chatmemory.models import listeners as listening
 from chatmemory.telemetry import Instrumentation, invoke_agent, span
 from chatmemory.testing import ScriptedChatModel
+from tests.otel_helpers import Otel, instrumented
 
 REQUEST = ChatRequest(
     [SystemMessage("Be brief."), UserMessage("Hi")],
@@ -59,47 +55,10 @@ ANSWER = ChatResponse(
 )
 
 
-class Otel:
-    """An SDK tracer and meter provider, recorded in memory."""
-
-    def __init__(self) -> None:
-        self.exporter = InMemorySpanExporter()
-        self.tracer_provider = TracerProvider()
-        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.exporter))
-        self.reader = InMemoryMetricReader()
-        self.meter_provider = MeterProvider(metric_readers=[self.reader])
-
-    def spans(self) -> list[ReadableSpan]:
-        return list(self.exporter.get_finished_spans())
-
-    def histogram(self, name: str) -> list[tuple[dict[str, Any], int, float]]:
-        """(attributes, count, sum) of each data point of the histogram `name`."""
-        data = self.reader.get_metrics_data()
-        assert data is not None
-        points = [
-            point
-            for resource in data.resource_metrics
-            for scope in resource.scope_metrics
-            for metric in scope.metrics
-            if metric.name == name
-            for point in metric.data.data_points
-        ]
-        assert all(isinstance(p, HistogramDataPoint) for p in points)
-        return [
-            (dict(p.attributes or {}), p.count, p.sum)
-            for p in points
-            if isinstance(p, HistogramDataPoint)
-        ]
-
-
 @pytest.fixture
 def otel() -> Iterator[Otel]:
-    otel = Otel()
-    chatmemory.instrument(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
-    yield otel
-    chatmemory.uninstrument()
-    otel.tracer_provider.shutdown()
-    otel.meter_provider.shutdown()
+    with instrumented() as otel:
+        yield otel
 
 
 def model(*answers: Any) -> Any:

@@ -217,3 +217,15 @@ def test_bad_settings_are_refused(options: dict[str, Any], message: str) -> None
     settings.update(options)
     with pytest.raises(ConfigurationError, match=message):
         SummarizingChatMemory(**settings)
+
+
+def test_folded_messages_count_as_evicted_and_a_preview_tells_its_tokens() -> None:
+    model = ScriptedChatModel(lambda request: "Earlier: some codes.")
+    memory = SummarizingChatMemory(chat_model=model, max_tokens=120, estimator=ESTIMATOR)
+    for message in numbered(16):
+        memory.add(message)
+        if model.requests:
+            break
+    assert memory.last_evicted > 0  # the fold took them out of the window
+    window = memory.preview(UserMessage("and now?"))
+    assert memory.last_window_tokens == ESTIMATOR.count_messages(window)

@@ -99,6 +99,10 @@ class MemoryCore:
         self.store = store
         self.windowed = windowed
         self._view: _View | None = None
+        self.last_evicted = 0
+        """How many messages the last write took out of the window (or never let in)."""
+        self.last_size: int | None = None
+        """What the window the last preview returned weighs by the budget, overhead included."""
 
     # -- flows -------------------------------------------------------------------------------
 
@@ -121,8 +125,11 @@ class MemoryCore:
         view = kept if kept is not None else (yield from self._load())
         changes = self._plan_add(view, messages)
         if changes is None:
-            return list(self._fit(view))
+            window = self._fit(view)
+            self.last_size = self.budget.overhead + sum(map(self.budget.size, window))
+            return list(window)
         fitted, _ = self._fit_plan(view, changes, self.budget.capacity(self.memory_id))
+        self.last_size = fitted.total
         return [e.message for e in fitted.kept]
 
     def _plan_add(self, view: _View | None, messages: Sequence[ChatMessage]) -> _Plan | None:
@@ -251,6 +258,7 @@ class MemoryCore:
         if view is None or not self.windowed:
             messages = [e.message for e in fitted.kept]
             yield from call(ChatMemoryStore.update_messages, self.memory_id, messages)
+            self.last_evicted = len(fitted.evicted)
             return True
         if appended:
             # a clean view's entries are its snapshot's rows: only the evicted ones leave
@@ -267,6 +275,7 @@ class MemoryCore:
             )
             for e in added
         ]
+        self.last_evicted = len(evict) + len(evicted_new)
         if not append and not evict:
             return None  # `set` to what the store holds already
         committed = yield from call(

@@ -248,6 +248,16 @@ class _Summarizing:
     def fits(self, messages: Sequence[ChatMessage]) -> bool:
         return bool(self._inner.fits(messages))
 
+    @property
+    def last_evicted(self) -> int:
+        """How many messages the last `add` took out of the window (folded ones too)."""
+        return int(self._inner.last_evicted)
+
+    @property
+    def last_window_tokens(self) -> int | None:
+        """The tokens of the window the last `preview` returned (its summary too)."""
+        return self._inner.last_window_tokens  # type: ignore[no-any-return]
+
 
 class SummarizingChatMemory(_Summarizing):
     """A token window (`max_tokens` by `estimator`) whose evicted messages are folded by

@@ -121,6 +121,21 @@ class _Shell:
         used = budget.overhead + sum(budget.size(m) for m in messages)
         return used <= budget.capacity(self._core.memory_id)
 
+    @property
+    def last_evicted(self) -> int:
+        """How many messages the last `add` (or `set`) took out of the window, or stored as
+        history only (0 before any): what a traced service call counts as
+        ``chatmemory.memory.evicted``."""
+        return self._core.last_evicted
+
+    @property
+    def last_window_tokens(self) -> int | None:
+        """The tokens of the window the last `preview` returned, by this memory's estimator
+        (the request's overhead included): what a traced service call records as
+        ``chatmemory.window.tokens``. None for a memory that counts messages, and before any
+        preview."""
+        return self._core.last_size if isinstance(self._core.budget, TokenBudget) else None
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(id={self.id!r}, {self._limit_repr}, store={self._store!r})"
 

@@ -234,15 +234,20 @@ class _ChatObservation:
 
 
 def _observation(
-    model: object, request: ChatRequest, listeners: Sequence[object]
-) -> _ChatObservation | None:
+    model: Any, request: ChatRequest, listeners: Sequence[object]
+) -> tuple[Any, _ChatObservation | None]:
+    """The model to call and the call's observation (None: nobody listens). A `with_listeners`
+    model is called unwrapped with its listeners first, so a listener added everywhere is told
+    once, not by the wrapper and again by the caller (a service layer)."""
+    if type(model) is _Listened:
+        model, listeners = model.wrapped, (*model.listeners, *listeners)
     every = (*listeners, *_everywhere) if _everywhere else tuple(listeners)
-    return _ChatObservation(every, request, model) if every else None
+    return model, (_ChatObservation(every, request, model) if every else None)
 
 
 def chat(model: Any, request: ChatRequest, listeners: Sequence[object] = ()) -> ChatResponse:
     """`model.chat(request)`, told to `listeners` and to those added everywhere."""
-    observation = _observation(model, request, listeners)
+    model, observation = _observation(model, request, listeners)
     if observation is None:
         return cast(ChatResponse, model.chat(request))
     return run_observed(observation, lambda: cast(ChatResponse, model.chat(request)))
@@ -250,7 +255,7 @@ def chat(model: Any, request: ChatRequest, listeners: Sequence[object] = ()) -> 
 
 async def achat(model: Any, request: ChatRequest, listeners: Sequence[object] = ()) -> ChatResponse:
     """`await model.achat(request)`, told as `chat` tells."""
-    observation = _observation(model, request, listeners)
+    model, observation = _observation(model, request, listeners)
     if observation is None:
         return cast(ChatResponse, await model.achat(request))
     return await arun_observed(
@@ -282,7 +287,7 @@ def stream(
     model: Any, request: ChatRequest, listeners: Sequence[object] = ()
 ) -> Iterator[StreamEvent]:
     """`model.stream(request)`, told as `chat` tells: the response when the stream ends."""
-    observation = _observation(model, request, listeners)
+    model, observation = _observation(model, request, listeners)
     if observation is None:
         return cast(Iterator[StreamEvent], model.stream(request))
     return _observed_stream(observation, model, request)
@@ -316,7 +321,7 @@ def astream(
     model: Any, request: ChatRequest, listeners: Sequence[object] = ()
 ) -> AsyncIterator[StreamEvent]:
     """`model.astream(request)`, told as `stream` tells."""
-    observation = _observation(model, request, listeners)
+    model, observation = _observation(model, request, listeners)
     if observation is None:
         return cast(AsyncIterator[StreamEvent], model.astream(request))
     return _aobserved_stream(observation, model, request)

@@ -128,6 +128,8 @@ class ServiceContext:
     requires_approval: Callable[[ToolExecutionRequest], bool] | None = None
     chat_request_transformer: Callable[[ChatRequest, InvocationContext], ChatRequest] | None = None
     system_message_transformer: Callable[[str, InvocationContext], str] | None = None
+    instrument: bool = True
+    """Whether the service's calls are traced while `chatmemory.instrument()` is on."""
 
     def needs_approval(self, request: ToolExecutionRequest, tool: Tool | None) -> bool:
         """Whether a tool call waits for approval: the tool says so, or the service does."""
@@ -181,6 +183,7 @@ def resolve(
     approvals: RecordStore | None = None,
     chat_request_transformer: Callable[[ChatRequest, InvocationContext], ChatRequest] | None = None,
     system_message_transformer: Callable[[str, InvocationContext], str] | None = None,
+    instrument: bool = True,
 ) -> ServiceContext:
     """`ai_service`'s arguments checked and resolved (see its docstring for each)."""
     if titles is not None and not isinstance(titles, ConversationTitles):
@@ -270,9 +273,19 @@ def resolve(
         output_guardrails=guards[1],
         guardrail_retries=guardrail_retries,
         tool_choice=tool_choice,
+        instrument=_instrumented(instrument),
     )
     _check(context, chat_model, moderation_model)
     return context
+
+
+def _instrumented(instrument: object) -> bool:
+    if not isinstance(instrument, bool):
+        raise ConfigurationError(
+            f"`instrument` is True (traced while chatmemory.instrument() is on, the default) or "
+            f"False (never traced), got {instrument!r}"
+        )
+    return instrument
 
 
 H = TypeVar("H")

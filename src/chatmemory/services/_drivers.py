@@ -4,7 +4,9 @@ Each runs the turn's flow, hands every effect to its port by the effect's class 
 that mypy checks is complete) and sends the result back, or the exception the port raised (the
 turn may handle it). `fx.Emit` is the one effect a driver handles itself: a streaming driver hands
 the event to its caller, the others drop it. However the flow ends, the flow and the port are
-closed (streams closed, tools and moderation started beside the turn cancelled).
+closed (streams closed, tools and moderation started beside the turn cancelled). While tracing
+is on, each effect is carried out as `_observed` says (its span, its metrics); while it is off,
+that costs a global read.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing_extensions import assert_never
 
 from .. import telemetry
 from . import _effects as fx
+from ._observed import observed
 from ._ports import AsyncPort, SyncPort
 from ._results import Finished, ServiceEvent
 
@@ -68,37 +71,26 @@ class _Steps(Generic[T]):
             return Finished(stop.value)
 
 
-def _spanned(effect: fx.TurnEffect) -> tuple[str, dict[str, object]] | None:
-    """The span a traced call gives an effect (the model's and the tools' have their own)."""
-    match effect:
-        case fx.Commit():
-            return "chatmemory commit", {"chatmemory.messages.written": len(effect.messages)}
-        case fx.Augment():
-            return "chatmemory retrieve", {}
-        case fx.Recall():
-            return "chatmemory recall", {}
-        case fx.Index():
-            return "chatmemory index", {}
-        case fx.Verdict():
-            return "chatmemory moderation", {}
-        case _:
-            return None
-
-
 def _sync(effect: fx.TurnEffect, port: SyncPort) -> object:
-    named = _spanned(effect) if telemetry.tracing() else None
-    if named is None:
+    instrumentation = telemetry.active()
+    seen = None if instrumentation is None else observed(instrumentation, effect, port.memory)
+    if seen is None:
         return _carry_out(effect, port)
-    with telemetry.span(*named):
-        return _carry_out(effect, port)
+    if seen.opened is None:
+        return seen.saw(_carry_out(effect, port))
+    with seen.opened:
+        return seen.saw(_carry_out(effect, port))
 
 
 async def _async(effect: fx.TurnEffect, port: AsyncPort) -> object:
-    named = _spanned(effect) if telemetry.tracing() else None
-    if named is None:
+    instrumentation = telemetry.active()
+    seen = None if instrumentation is None else observed(instrumentation, effect, port.memory)
+    if seen is None:
         return await _acarry_out(effect, port)
-    with telemetry.span(*named):
-        return await _acarry_out(effect, port)
+    if seen.opened is None:
+        return seen.saw(await _acarry_out(effect, port))
+    with seen.opened:
+        return seen.saw(await _acarry_out(effect, port))
 
 
 def _carry_out(effect: fx.TurnEffect, port: SyncPort) -> object:  # noqa: C901 - a case an effect

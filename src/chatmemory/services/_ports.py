@@ -86,17 +86,19 @@ async def _awindow(memory: AsyncChatMemory, effect: fx.Window) -> list[ChatMessa
 
 
 def _run_tool(effect: fx.RunTool | fx.StartTool) -> Attempt:
-    if telemetry.tracing():
-        with telemetry.span(*_tool_span(effect)):
-            return _run(effect)
-    return _run(effect)
+    instrumentation = telemetry.active()
+    if instrumentation is None:
+        return _run(effect)
+    with instrumentation.opened(*_tool_span(effect)) as span:
+        return _failed_on(instrumentation, span, _run(effect))
 
 
 async def _arun_tool(effect: fx.RunTool | fx.StartTool) -> Attempt:
-    if telemetry.tracing():
-        with telemetry.span(*_tool_span(effect)):
-            return await _arun(effect)
-    return await _arun(effect)
+    instrumentation = telemetry.active()
+    if instrumentation is None:
+        return await _arun(effect)
+    with instrumentation.opened(*_tool_span(effect)) as span:
+        return _failed_on(instrumentation, span, await _arun(effect))
 
 
 def _tool_span(effect: fx.RunTool | fx.StartTool) -> tuple[str, dict[str, object]]:
@@ -106,6 +108,16 @@ def _tool_span(effect: fx.RunTool | fx.StartTool) -> tuple[str, dict[str, object
         "gen_ai.tool.name": request.name,
         "gen_ai.tool.call.id": request.id or "",
     }
+
+
+def _failed_on(instrumentation: telemetry.Instrumentation, span: Any, attempt: Attempt) -> Attempt:
+    """`attempt`, its failure (the model hears of it and the call goes on) recorded on its
+    span: the tool's exception, or ``error.type`` ``unknown_tool``."""
+    if attempt.tool is None:
+        span.set_attribute("error.type", "unknown_tool")
+    elif attempt.error is not None:
+        instrumentation.failed(span, attempt.error.__cause__ or attempt.error)
+    return attempt
 
 
 def _run(effect: fx.RunTool | fx.StartTool) -> Attempt:

@@ -14,7 +14,7 @@ import dataclasses
 import functools
 import inspect
 import logging
-from collections.abc import AsyncIterator, Callable, Generator, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, cast
 
@@ -30,6 +30,7 @@ from .._prompts import Clock, PromptTemplate
 from .._threads import in_thread
 from ..models import Capability, ChatParameters, ChatRequest, ChatResponse, PartialText
 from ..models._values import ToolChoice
+from ..models.listeners import provider_of
 from ..rag import ContentRetriever, RetrievalAugmentor
 from ..recall import SemanticRecall
 from ..titles import ConversationTitles
@@ -123,6 +124,7 @@ def ai_service(
     approvals: RecordStore | None = None,
     chat_request_transformer: Callable[[ChatRequest, InvocationContext], ChatRequest] | None = None,
     system_message_transformer: Callable[[str, InvocationContext], str] | None = None,
+    instrument: bool = True,
 ) -> S:
     """An object implementing the methods `cls` declares by calling the model.
 
@@ -204,6 +206,10 @@ def ai_service(
       that message (at most `guardrail_retries` times, then `GuardrailError`), raising
       `GuardrailError` refuses. A refused call stores nothing. In a streaming method the output
       guardrails see the complete answer; an answer sent back is followed by the new one.
+    * Tracing (`chatmemory.instrument()`): each call is an ``invoke_agent`` span over its model
+      calls, tools, retrieval, recall and commit (a stream's ends with the stream).
+      `instrument=False` keeps this service's calls out of traces and metrics even while it is
+      on (an internal classifier, a health check).
     """
     declaration = read_declaration(
         cls,
@@ -249,6 +255,7 @@ def ai_service(
         approvals=approvals,
         chat_request_transformer=chat_request_transformer,
         system_message_transformer=system_message_transformer,
+        instrument=instrument,
     )
     return cast(S, _Service(context).build())
 
@@ -275,6 +282,10 @@ class _Service:
     def __init__(self, context: ServiceContext) -> None:
         self.context = context
         self.memories = context.memories
+        self._agents = {
+            name: _agent(plan, context) for name, plan in context.declaration.methods.items()
+        }
+        """Each method as an agent of its calls' spans and metrics (their fixed attributes)."""
 
     # -- building --------------------------------------------------------------------------
 
@@ -600,21 +611,39 @@ class _Service:
         )
 
     def _call(self, plan: MethodPlan, call: _Call, resumed: Resumed | None = None) -> object:
-        if plan.asynchronous:  # a plain def returning an async stream
-            if plan.returns is Returns.TOKEN_STREAM:
-                return AsyncTokenStream(lambda: self._aevents(plan, call, resumed))
-            return _atexts(self._aevents(plan, call, resumed))
-        if plan.returns is Returns.TOKEN_STREAM:
-            return TokenStream(lambda: self._events(plan, call, resumed))
-        if plan.returns is Returns.TEXT_STREAM:
-            return _texts(self._events(plan, call, resumed))
-        with self._agent(plan, call), self.memories.hold(call.memory_id):
-            memory = self.memories.get(call.memory_id)
-            port = self._sync_port(plan, call, memory)
-            given = self._input(plan, call, memory, forward=False, resumed=resumed)
-            outcome = run(turn(given), port)
-        self._title(call, outcome)
+        if plan.asynchronous or plan.returns in (Returns.TOKEN_STREAM, Returns.TEXT_STREAM):
+            return self._stream(plan, call, resumed)
+        with self._agent(plan, call) or _UNTRACED:
+            with self.memories.hold(call.memory_id):
+                memory = self.memories.get(call.memory_id)
+                port = self._sync_port(plan, call, memory)
+                given = self._input(plan, call, memory, forward=False, resumed=resumed)
+                outcome = run(turn(given), port)
+            self._title(call, outcome)
         return _shape(plan, outcome)
+
+    def _stream(self, plan: MethodPlan, call: _Call, resumed: Resumed | None) -> object:
+        """A streaming call's stream; nothing runs before it is read. Traced, its
+        ``invoke_agent`` span is a child of the span current now, starts at the first item and
+        ends with the stream (`telemetry.stepped`)."""
+        agent = self._agent(plan, call, deferred=True)
+        if plan.asynchronous:  # a plain def returning an async stream
+
+            def aevents() -> AsyncGenerator[ServiceEvent | Finished[Result[str]], None]:
+                events = self._aevents(plan, call, resumed)
+                return events if agent is None else telemetry.astepped(agent, events)
+
+            if plan.returns is Returns.TOKEN_STREAM:
+                return AsyncTokenStream(aevents)
+            return _atexts(aevents())
+
+        def events() -> Generator[ServiceEvent, None, Result[str]]:
+            made = self._events(plan, call, resumed)
+            return made if agent is None else telemetry.stepped(agent, made)
+
+        if plan.returns is Returns.TOKEN_STREAM:
+            return TokenStream(events)
+        return _texts(events())
 
     def _events(
         self, plan: MethodPlan, call: _Call, resumed: Resumed | None = None
@@ -632,18 +661,18 @@ class _Service:
         return _text_result(outcome)
 
     async def _acall(self, plan: MethodPlan, call: _Call, resumed: Resumed | None = None) -> object:
-        with self._agent(plan, call):
+        with self._agent(plan, call) or _UNTRACED:
             async with self.memories.ahold(call.memory_id):
                 memory = self.memories.get(call.memory_id)
                 port = self._async_port(call, memory)
                 given = self._input(plan, call, memory, forward=False, resumed=resumed)
                 outcome = await arun(turn(given), port)
-        await self._atitle(call, outcome)
+            await self._atitle(call, outcome)
         return _shape(plan, outcome)
 
     async def _aevents(
         self, plan: MethodPlan, call: _Call, resumed: Resumed | None = None
-    ) -> AsyncIterator[ServiceEvent | Finished[Result[str]]]:
+    ) -> AsyncGenerator[ServiceEvent | Finished[Result[str]], None]:
         """`_events` for asyncio; the last item is the call's `Result`."""
         async with self.memories.ahold(call.memory_id):
             memory = self.memories.get(call.memory_id)
@@ -661,15 +690,15 @@ class _Service:
             yield event
         yield Finished(_text_result(outcome))
 
-    def _agent(self, plan: MethodPlan, call: _Call) -> contextlib.AbstractContextManager[object]:
-        """An ``invoke_agent`` span around a call when tracing is on (`chatmemory.instrument`):
-        its model calls, tools, retrieval, recall and commit are its children."""
-        if not telemetry.tracing():
-            return contextlib.nullcontext()
-        return telemetry.invoke_agent(
-            self.context.declaration.cls.__name__,
-            conversation_id=call.memory_id,
-            **{"gen_ai.agent.id": plan.where},
+    def _agent(
+        self, plan: MethodPlan, call: _Call, *, deferred: bool = False
+    ) -> telemetry.AgentCall | None:
+        """The ``invoke_agent`` span of a call while tracing is on (`chatmemory.instrument`):
+        its model calls, tools, retrieval, recall, commit and title are its children. None
+        while it is off (a global read); a muted one for a service made with
+        ``instrument=False``."""
+        return self._agents[plan.name].call(
+            call.memory_id, muted=not self.context.instrument, deferred=deferred
         )
 
     # -- titles ----------------------------------------------------------------------------
@@ -694,6 +723,17 @@ class _Service:
         making = asyncio.ensure_future(self.context.titles.aafter_turn(call.memory_id, *given))
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.shield(making)
+
+
+_UNTRACED: contextlib.nullcontext[None] = contextlib.nullcontext()
+
+
+def _agent(plan: MethodPlan, context: ServiceContext) -> telemetry.Agent:
+    attributes = {"gen_ai.agent.id": plan.where}
+    provider = provider_of(context.models.answering(plan))
+    if provider is not None:
+        attributes["gen_ai.provider.name"] = provider
+    return telemetry.Agent(context.declaration.cls.__name__, attributes)
 
 
 def _texts(events: Generator[ServiceEvent, None, Result[str]]) -> Generator[str, None, None]:
