@@ -19,18 +19,22 @@ window (no speaker, no neighbours, top 10): BM25, cosine, and their fusion by re
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import random
 import statistics
+import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 from chatmemory import AiMessage, ChatMessage, UserMessage
 from chatmemory.rag import (
     EmbeddingModel,
     EmbeddingSearchRequest,
+    ExpandingQueryTransformer,
     HashingEmbeddingModel,
     InMemoryEmbeddingStore,
     TextSegment,
@@ -435,7 +439,37 @@ CONFIGURATIONS: list[tuple[str, dict[str, Any]]] = [
 ]  # fmt: skip
 
 
-def evaluate(model: EmbeddingModel, count: int) -> tuple[list[list[object]], float, float]:
+def _stages() -> list[tuple[str, dict[str, Any]]]:
+    """The optional stages, measured where a real model serves them: query expansion by the
+    small instruct model of `../shared/tools/real-llm` (llama.cpp), when it answers at
+    `$REAL_LLM_URL`. Re-ranking needs a re-ranking server (`RerankScoringModel`): none runs
+    offline here, so it is not in the table."""
+    url = os.environ.get("REAL_LLM_URL", "http://127.0.0.1:8099/v1")
+    try:
+        with urllib.request.urlopen(f"{url}/models", timeout=5) as answer:
+            served = str(json.load(answer)["data"][0]["id"])
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        return []
+    from chatmemory.models import ChatParameters, OpenAiChatModel
+
+    model = OpenAiChatModel(
+        model=served,
+        base_url=url,
+        api_key="local",
+        parameters=ChatParameters(temperature=0.0, max_output_tokens=60),
+    )
+    name = Path(served).name.split(".")[0]
+    return [
+        (
+            f"defaults + query expansion (ExpandingQueryTransformer, n=3, {name} on llama.cpp)",
+            {"query_transformer": ExpandingQueryTransformer(model, n=3)},
+        )
+    ]
+
+
+def evaluate(
+    model: EmbeddingModel, count: int, stages: Sequence[tuple[str, dict[str, Any]]] = ()
+) -> tuple[list[list[object]], float, float]:
     """The table's rows for `model` over `count` conversations; the defaults' evidence recall and
     BM25's."""
     conversations = {f"c{i}": conversation(seed=i) for i in range(count)}
@@ -444,7 +478,7 @@ def evaluate(model: EmbeddingModel, count: int) -> tuple[list[list[object]], flo
     base = _baselines(model, conversations, history)
     rows += base
     defaults = 0.0
-    for name, settings in CONFIGURATIONS:
+    for name, settings in [*CONFIGURATIONS, *stages]:
         row, share = _recall_row(name, model, conversations, history, **settings)
         rows.append(row)
         if not settings:
@@ -464,8 +498,9 @@ def _models() -> list[tuple[str, EmbeddingModel]]:
 
 def run(quick: bool = False) -> Iterator[str]:
     count = 2 if quick else 6
+    stages = _stages()
     for name, model in _models():
-        rows, defaults, bm25 = evaluate(model, count)
+        rows, defaults, bm25 = evaluate(model, count, stages)
         local = name.startswith("Local")
         limit = GOAL if local else bm25
         verdict = f"{defaults:.3f} (>= {limit:.3f}{'' if defaults >= limit else ' ✗'})"
