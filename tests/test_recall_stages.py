@@ -12,7 +12,14 @@ from typing import Any
 
 import pytest
 
-from chatmemory import AiMessage, ChatMessage, ConfigurationError, UserMessage
+from chatmemory import (
+    AiMessage,
+    ChatMessage,
+    ConfigurationError,
+    InMemoryChatMemoryStore,
+    MessageWindowChatMemory,
+    UserMessage,
+)
 from chatmemory.rag import (
     ExpandingQueryTransformer,
     HashingEmbeddingModel,
@@ -238,3 +245,22 @@ def test_a_stage_that_is_not_one_is_refused(option: str, value: object, says: st
     given: dict[str, Any] = {option: value}
     with pytest.raises(ConfigurationError, match=says):
         SemanticRecall(HashingEmbeddingModel(), InMemoryEmbeddingStore(), **given)
+
+
+def test_a_store_that_keeps_the_window_only_recalls_messages_as_they_were_indexed() -> None:
+    store = InMemoryChatMemoryStore(keep_history=False)
+    memory = MessageWindowChatMemory(id="c", max_messages=2, store=store)
+    recall = SemanticRecall(HashingEmbeddingModel(), InMemoryEmbeddingStore(), message_range=0)
+    for said in (
+        UserMessage("My locker code at the gym is 4711.", name="Ann"),
+        AiMessage("Noted, the gym locker code."),
+        UserMessage("Nice weather."),
+        AiMessage("Indeed."),
+    ):
+        memory.add(said)
+        recall.index(store, "c")
+    assert [e.seq for e in store.history("c")] == [2, 3]  # the rest is gone
+    runs = recall.recall(store, "c", "gym locker code")
+    messages = {run.seqs: run.messages for run in runs}
+    assert messages[(0,)] == (UserMessage("My locker code at the gym is 4711.", name="Ann"),)
+    assert messages[(1,)] == (AiMessage("Noted, the gym locker code."),)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from .._errors import ConfigurationError
 from .._flow import Flow, call
-from .._messages import AiMessage, ChatMessage, ToolExecutionResultMessage
+from .._messages import AiMessage, ChatMessage, ToolExecutionResultMessage, UserMessage
 from .._policies.summary import is_summary
 from .._policies.tool_groups import atomic_units
 from ..rag import Embedding, EmbeddingMatch, EmbeddingSearchRequest
@@ -146,7 +146,7 @@ def recall(
         name, seq = candidate.source.name, candidate.seq
         if (name, seq) in taken or _repeats(candidate.match, chosen):
             continue  # (a match that is not a repeat is in `chosen` now)
-        run = yield from _around(recall, candidate.source, seq, recall.max_messages - spent)
+        run = yield from _around(recall, candidate, recall.max_messages - spent)
         run = [(s, m) for s, m in run if (name, s) not in taken]
         if not run:
             continue
@@ -212,15 +212,17 @@ def _repeats(match: EmbeddingMatch, chosen: list[set[str]]) -> bool:
     return False
 
 
-def _around(recall: SemanticRecall, source: _Source, seq: int, budget: int) -> Flow[Rows]:
+def _around(recall: SemanticRecall, candidate: _Candidate, budget: int) -> Flow[Rows]:
     """The run recalled for the match at `seq`: with its neighbours (fixed, or where they add),
     whole tool exchanges, never what is in the window or a summary, at most `budget` messages
-    (the nearest the match kept)."""
+    (the nearest the match kept). A message the history does not hold (a store that keeps the
+    window only) comes back alone, as it was indexed."""
+    source, seq = candidate.source, candidate.seq
     before, after = _reach(recall)
     yield from source.fill(range(seq - before, seq + after + 1))
     matched = source.message(seq)
     if matched is None:
-        return []  # gone from the history (or unreadable) since it was indexed
+        return [(seq, _as_indexed(candidate.match))]
     if recall.before is None or recall.after is None:  # "auto": neighbours where they add
         low, high = seq, seq + 1
         text = text_of(matched) or ""
@@ -272,3 +274,15 @@ def _in_exchange(message: ChatMessage) -> bool:
     return isinstance(message, ToolExecutionResultMessage) or (
         isinstance(message, AiMessage) and bool(message.tool_execution_requests)
     )
+
+
+def _as_indexed(match: EmbeddingMatch) -> ChatMessage:
+    """A matched message rebuilt from its index entry: its words, by whom (the speaker's name
+    for a named user, whose words were indexed after "name: ")."""
+    assert match.embedded is not None
+    text, said_by = match.embedded.text, str(match.embedded.metadata.get("speaker", "user"))
+    if said_by == "assistant":
+        return AiMessage(text)
+    if said_by == "user":
+        return UserMessage(text)
+    return UserMessage(text.removeprefix(f"{said_by}: "), name=said_by)
