@@ -110,44 +110,51 @@ def _fill(store: Any, memory_id: str, count: int, source: Iterator[Any]) -> None
         added += size
 
 
-def growth(quick: bool) -> str:
-    checkpoints = (1_000, 10_000) if quick else (1_000, 10_000, 100_000)
-    estimator = OpenAiTokenCountEstimator("gpt-4o-mini")
-    rows = []
+def _opened() -> Iterator[tuple[str, Any]]:
+    """Each backend that answers, by name, with a store open on it (closed and cleaned up
+    after the loop's body)."""
     for name in BACKENDS:
         with _backend(name) as spec:
             if spec is None:
                 continue
             store = open_store(spec)
             try:
-                memory = TokenWindowChatMemory(
-                    max_tokens=4_000, estimator=estimator, store=store, id="bench"
-                )
-                source = conversation()
-                results = []
-                history = 0
-                for checkpoint in checkpoints:
-                    _fill(store, "bench", checkpoint - history - 300, source)
-                    for message in itertools.islice(source, 300):
-                        memory.add(message)
-                    history = checkpoint
-                    add = per_op(lambda m=memory, s=source: m.add(next(s)), SAMPLES)  # type: ignore[misc]
-                    history += SAMPLES
-                    read = per_op(memory.messages, SAMPLES)
-                    results.append((checkpoint, add, read))
-                for checkpoint, add, read in results:
-                    rows.append(
-                        [
-                            name,
-                            f"{checkpoint:,}",
-                            micros(add),
-                            f"{add / results[0][1]:.2f}×",
-                            micros(read),
-                            f"{read / results[0][2]:.2f}×",
-                        ]
-                    )
+                yield name, store
             finally:
                 store.close()
+
+
+def growth(quick: bool) -> str:
+    checkpoints = (1_000, 10_000) if quick else (1_000, 10_000, 100_000)
+    estimator = OpenAiTokenCountEstimator("gpt-4o-mini")
+    rows = []
+    for name, store in _opened():
+        memory = TokenWindowChatMemory(
+            max_tokens=4_000, estimator=estimator, store=store, id="bench"
+        )
+        source = conversation()
+        results = []
+        history = 0
+        for checkpoint in checkpoints:
+            _fill(store, "bench", checkpoint - history - 300, source)
+            for message in itertools.islice(source, 300):
+                memory.add(message)
+            history = checkpoint
+            add = per_op(lambda m=memory, s=source: m.add(next(s)), SAMPLES)  # type: ignore[misc]
+            history += SAMPLES
+            read = per_op(memory.messages, SAMPLES)
+            results.append((checkpoint, add, read))
+        for checkpoint, add, read in results:
+            rows.append(
+                [
+                    name,
+                    f"{checkpoint:,}",
+                    micros(add),
+                    f"{add / results[0][1]:.2f}×",
+                    micros(read),
+                    f"{read / results[0][2]:.2f}×",
+                ]
+            )
     return table(
         f"Token window (4,000 tokens) on each store: cost per operation after N messages "
         f"(median of {SAMPLES})",
@@ -239,37 +246,30 @@ def _history_reads(
 def partial_history(quick: bool) -> str:
     long = 10_000 if quick else 100_000
     rows = []
-    for name in BACKENDS:
-        with _backend(name) as spec:
-            if spec is None:
-                continue
-            store = open_store(spec)
-            try:
-                source = conversation()
-                short = [f"short{i}" for i in range(SHORT_IDS)]
-                for memory_id in short:
-                    _fill(store, memory_id, 100, source)
-                _fill(store, "long", long, source)
-                rng = random.Random(7)
-                assert len(store.history("long", seqs=_neighbours(rng, long))) == 30
-                measured = [
-                    _history_reads(store, rng, short, 100, SAMPLES),
-                    _history_reads(store, rng, ["long"], long, 3),
+    for name, store in _opened():
+        source = conversation()
+        short = [f"short{i}" for i in range(SHORT_IDS)]
+        for memory_id in short:
+            _fill(store, memory_id, 100, source)
+        _fill(store, "long", long, source)
+        rng = random.Random(7)
+        assert len(store.history("long", seqs=_neighbours(rng, long))) == 30
+        measured = [
+            _history_reads(store, rng, short, 100, SAMPLES),
+            _history_reads(store, rng, ["long"], long, 3),
+        ]
+        base = measured[0][2]
+        for size, whole_read, some_read in measured:
+            rows.append(
+                [
+                    name,
+                    f"{size:,}",
+                    f"{whole_read * 1e3:,.1f} ms",
+                    micros(some_read),
+                    f"{whole_read / some_read:,.0f}×",
+                    against(some_read / base, PARTIAL_LIMIT),
                 ]
-            finally:
-                store.close()
-            base = measured[0][2]
-            for size, whole_read, some_read in measured:
-                rows.append(
-                    [
-                        name,
-                        f"{size:,}",
-                        f"{whole_read * 1e3:,.1f} ms",
-                        micros(some_read),
-                        f"{whole_read / some_read:,.0f}×",
-                        against(some_read / base, PARTIAL_LIMIT),
-                    ]
-                )
+            )
     return table(
         f"History read: 30 messages of N (history(id, seqs=...), 10 matches and their "
         f"neighbours; median of {SAMPLES}) vs the whole history (median of 3 at N={long:,})",
