@@ -79,19 +79,20 @@ class InMemoryEmbeddingStore(SingleWrites):
         if not len(batch.vectors):
             return []
         new_ids = [given or str(uuid.uuid4()) for given in batch.ids]
-        last = {row_id: n for n, row_id in enumerate(new_ids)}  # a repeated id: the last wins
-        order = sorted(last.values()) if len(last) != len(new_ids) else range(len(new_ids))
+        last = dict(zip(new_ids, range(len(new_ids)), strict=True))  # a repeated id: the last wins
+        order = sorted(last.values()) if len(last) != len(new_ids) else None
+        ids_kept = new_ids if order is None else [new_ids[n] for n in order]
+        segments_kept = batch.segments if order is None else [batch.segments[n] for n in order]
         with self._lock:
             self._index.check(batch.vectors.shape[1])
-            self._drop([self._key_of[i] for i in last if i in self._key_of])
-            keys = range(self._next, self._next + len(order))
-            self._next += len(order)
-            self._index.append(keys, batch.vectors[list(order)])
-            for key, n in zip(keys, order, strict=True):
-                self._rows[key] = (new_ids[n], batch.segments[n])
-                self._key_of[new_ids[n]] = key
+            self._drop([self._key_of[i] for i in self._key_of.keys() & last.keys()])
+            keys = range(self._next, self._next + len(ids_kept))
+            self._next += len(ids_kept)
+            self._index.append(keys, batch.vectors if order is None else batch.vectors[order])
+            self._rows.update(zip(keys, zip(ids_kept, segments_kept, strict=True), strict=True))
+            self._key_of.update(zip(ids_kept, keys, strict=True))
             if self._metadata is not None:
-                self._metadata.add(keys, [_metadata(batch.segments[n]) for n in order])
+                self._metadata.add(keys, [_metadata(s) for s in segments_kept])
         return new_ids
 
     def _drop(self, keys: Sequence[int]) -> None:
