@@ -94,6 +94,8 @@ def freeze(value: Any) -> Any:
 def thaw(value: Any) -> Any:
     """The plain JSON-ready form of a frozen value: dicts and lists again."""
     if isinstance(value, FrozenDict):
+        if _PLAIN.issuperset(map(type, value._data.values())):
+            return dict(value._data)
         return {key: thaw(item) for key, item in value.items()}
     if isinstance(value, tuple):
         return [thaw(item) for item in value]

@@ -78,6 +78,25 @@ def _lock_for(connection: sqlite3.Connection) -> threading.RLock:
 
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+_BULK = "bulk"
+"""The state row a bulk write sets inside its transaction: the insert trigger then leaves the
+text to the write, which indexes all its rows in one statement."""
+_BULK_FROM = 32
+"""From this many rows, `add_all` is a bulk write."""
+
+
+def _encoder() -> Callable[[Any], str]:
+    """Metadata (a FrozenDict, JSON-like by construction: TextSegment checks it) as the JSON text
+    `json.dumps(..., ensure_ascii=False)` writes, from one C encoder made once (`dumps` makes
+    one per call, which costs more than the encoding of a small object)."""
+    make: Any = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - a Python without the json module's C speedups
+        return json.JSONEncoder(ensure_ascii=False, default=thaw).encode
+    encode = make(None, thaw, json.encoder.encode_basestring, None, ": ", ", ", False, False, True)
+    return lambda value: "".join(encode(value, 0))
+
+
+_json = _encoder()
 log = logging.getLogger("chatmemory.rag")
 
 
@@ -128,6 +147,9 @@ class SqliteEmbeddingStore(SingleWrites):
                     # The chunks of vectors are read through the page cache's mapping, not
                     # copied one page at a time (several times faster for large BLOBs).
                     self._db.execute(f"PRAGMA mmap_size = {1 << 32}")
+                    # As the chat-memory store: a commit survives the process being killed,
+                    # and is synced to the disk at the next checkpoint rather than at once.
+                    self._db.execute("PRAGMA synchronous = NORMAL")
             forgetting(self._db)
             mapped = None if self.path == ":memory:" else Path(f"{self.path}-{table}.vectors")
             self._chunks = Chunks(table, mapped)
@@ -160,7 +182,21 @@ class SqliteEmbeddingStore(SingleWrites):
             )""",
             f"""CREATE VIRTUAL TABLE IF NOT EXISTS {t}_fts
                 USING fts5(text, content='{t}', content_rowid='rowid')""",
+        ):
+            self._db.execute(statement)
+        self._chunks.create(self._db)  # the state table, which the insert trigger reads
+        (made,) = self._db.execute(
+            "SELECT coalesce(max(sql), '') FROM sqlite_master WHERE type = 'trigger' AND name = ?",
+            (f"{t}_ai",),
+        ).fetchone()
+        if made and _BULK not in made:  # a file of an earlier version: one insert at a time
+            self._db.execute(f"DROP TRIGGER {t}_ai")
+        for statement in (
+            # Text is indexed row by row, unless a bulk write (this store's add_all of many
+            # rows) flagged its transaction: it then indexes its rows in one statement, several
+            # times faster. No other connection sees the flag, so every other insert is indexed.
             f"""CREATE TRIGGER IF NOT EXISTS {t}_ai AFTER INSERT ON {t} WHEN new.text IS NOT NULL
+                AND NOT EXISTS (SELECT 1 FROM {t}_state WHERE name = '{_BULK}')
             BEGIN
                 INSERT INTO {t}_fts(rowid, text) VALUES (new.rowid, new.text);
             END""",
@@ -170,7 +206,6 @@ class SqliteEmbeddingStore(SingleWrites):
             END""",
         ):
             self._db.execute(statement)
-        self._chunks.create(self._db)
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
@@ -240,34 +275,47 @@ class SqliteEmbeddingStore(SingleWrites):
         if not len(batch.vectors):
             return []
         new_ids = [given or str(uuid.uuid4()) for given in batch.ids]
-        last = {row_id: n for n, row_id in enumerate(new_ids)}  # a repeated id: the last wins
-        order = sorted(last.values())
+        last = dict(zip(new_ids, range(len(new_ids)), strict=True))  # a repeated id: the last
+        order = sorted(last.values())  # wins
         vectors = batch.vectors[order] if len(order) != len(new_ids) else batch.vectors
         blobs = vectors.tobytes()
         width = 4 * vectors.shape[1]
-        rows = []
-        for k, n in enumerate(order):
-            segment = batch.segments[n]
-            text = metadata = None
-            if segment is not None:  # JSON-like by construction (TextSegment checks it)
-                text = segment.text
-                metadata = json.dumps(thaw(segment.metadata), ensure_ascii=False)
-            rows.append((new_ids[n], blobs[k * width : (k + 1) * width], text, metadata))
+        kept = [batch.segments[n] for n in order]
         kept_ids = [new_ids[n] for n in order]
+        rows = list(
+            zip(
+                kept_ids,
+                [blobs[k : k + width] for k in range(0, len(blobs), width)],
+                [None if s is None else s.text for s in kept],
+                [None if s is None else _json(s.metadata) for s in kept],
+                strict=True,
+            )
+        )
+        bulk = len(rows) >= _BULK_FROM
+        t = self.table
         with self._lock, self._errors("add embeddings"):
             self._refresh()
             self._cache.check(vectors.shape[1])
             with self._following() as follow, self._writing():
                 replaced = self._db.execute(
-                    f"DELETE FROM {self.table} WHERE id IN (SELECT value FROM json_each(?)) "
+                    f"DELETE FROM {t} WHERE id IN (SELECT value FROM json_each(?)) "
                     f"RETURNING rowid, id",
                     (json.dumps(kept_ids),),
                 ).fetchall()
+                if bulk:
+                    (top,) = self._db.execute(f"SELECT coalesce(max(rowid), 0) FROM {t}").fetchone()
+                    self._db.execute(f"INSERT INTO {t}_state (name, value) VALUES ('{_BULK}', 1)")
                 self._db.executemany(
-                    f"INSERT INTO {self.table} (id, vector, text, metadata) VALUES (?, ?, ?, ?)",
-                    rows,
+                    f"INSERT INTO {t} (id, vector, text, metadata) VALUES (?, ?, ?, ?)", rows
                 )
-                follow(replaced, (kept_ids, vectors, [batch.segments[n] for n in order]))
+                if bulk:
+                    self._db.execute(
+                        f"INSERT INTO {t}_fts (rowid, text) SELECT rowid, text FROM {t} "
+                        f"WHERE rowid > ? AND text IS NOT NULL",
+                        (int(top),),
+                    )
+                    self._db.execute(f"DELETE FROM {t}_state WHERE name = '{_BULK}'")
+                follow(replaced, (kept_ids, vectors, kept))
         return new_ids
 
     def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult:
