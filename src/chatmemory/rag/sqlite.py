@@ -41,6 +41,7 @@ import numpy.typing as npt
 from .._errors import ConfigurationError, StoreError
 from .._frozen import thaw
 from .._sqlite import forgetting, scrub
+from ._approximate import Graph, Hnsw, check_hnsw
 from ._chunks import Chunks
 from ._embeddings import (
     UNSET,
@@ -58,7 +59,7 @@ from ._filters import Filter
 from ._hybrid import fused_search
 from ._sqlite_text import selective
 from ._values import TextSegment
-from ._vectors import MetadataIndex, VectorIndex, check_embeddings, words
+from ._vectors import MetadataIndex, Selection, VectorIndex, check_embeddings, words
 
 __all__ = ["SqliteEmbeddingStore"]
 
@@ -115,10 +116,20 @@ class SqliteEmbeddingStore(SingleWrites):
     until a merge, and empties the ``-wal`` file (`forget_user` calls it). A stored row that
     cannot be read (a vector of the wrong length, metadata that is not a JSON object: written
     by another program, or a damaged file) is left out of every search and logged with its id;
-    the other rows keep working, `unreadable()` lists such rows and `repair()` removes them."""
+    the other rows keep working, `unreadable()` lists such rows and `repair()` removes them.
+
+    Searches are exact unless `approximate=Hnsw()`: then, from `Hnsw.min_rows` rows on, an
+    HNSW graph (faiss) finds the candidates, scored exactly; it is saved beside the file
+    (``<path>-<table>.hnsw``) at `close()`, followed (new rows added) by the next process, built
+    again when another program changed a row in place, and removed from the disk as soon as a
+    row it holds is removed."""
 
     def __init__(
-        self, path: str | Path | sqlite3.Connection = ":memory:", *, table: str = "embeddings"
+        self,
+        path: str | Path | sqlite3.Connection = ":memory:",
+        *,
+        table: str = "embeddings",
+        approximate: Hnsw | None = None,
     ) -> None:
         if not isinstance(table, str) or not _NAME.fullmatch(table):
             raise ConfigurationError(
@@ -129,6 +140,8 @@ class SqliteEmbeddingStore(SingleWrites):
                 f"`path` must be a file path or a sqlite3.Connection, got {path!r}"
             )
         self.table = table
+        self.approximate = check_hnsw(approximate)
+        self._graph: Graph | None = None
         self._owned = not isinstance(path, sqlite3.Connection)
         self.path = "<connection>" if isinstance(path, sqlite3.Connection) else str(path)
         try:
@@ -159,11 +172,11 @@ class SqliteEmbeddingStore(SingleWrites):
         self._lock = _lock_for(self._db) if not self._owned else threading.RLock()
         self._cache = VectorIndex()  # the vectors, by rowid
         self._metadata: MetadataIndex | None = None  # the cached rows' metadata, on first filter
-        self._masks: dict[str, npt.NDArray[np.bool_]] = {}  # by filter, until the cache changes
         self._damaged: dict[str, str] = {}  # rows that cannot be read: id -> why
         self._version: int | None = None  # PRAGMA data_version when the cache was read
         self._shape = (0, 0)  # row count and max rowid the cache holds
         self._term_docs: dict[str, tuple[int, int]] = {}  # see _sqlite_text
+        self._graph_path = None if mapped is None else Path(f"{self.path}-{table}.hnsw")
 
     def __repr__(self) -> str:
         return f"SqliteEmbeddingStore({self.path!r}, table={self.table!r})"
@@ -238,6 +251,8 @@ class SqliteEmbeddingStore(SingleWrites):
                 version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
                 if version == self._version:  # nothing committed since the cache was read
                     self._chunks.keep(self._db, self._cache)
+                    if self._graph is not None:
+                        self._graph.keep_file(self._cache)
             self._db.close()
 
     def __enter__(self) -> SqliteEmbeddingStore:
@@ -326,20 +341,41 @@ class SqliteEmbeddingStore(SingleWrites):
         with self._lock, self._errors("search"):
             self._refresh()
             while True:  # again only when a row found turned out unreadable (then left out)
-                candidates = None
+                selected = None
                 if request.filter is not None and len(self._cache):
-                    candidates = np.flatnonzero(self._mask(request.filter))
+                    selected = self._selection(request.filter)
                 found = self._cache.top(
-                    request.query_embedding, request.max_results, request.min_score, candidates
+                    request.query_embedding,
+                    request.max_results,
+                    request.min_score,
+                    selected,
+                    self._graph_now(),
                 )
-                rows = self._read([k for k, _ in found])
-                if all(k in rows for k, _ in found):
+                rows = self._read([k for k, _, _ in found])
+                if all(k in rows for k, _, _ in found):  # then no row left: positions hold
                     return EmbeddingSearchResult(
-                        tuple(self._match(rows[k], k, score) for k, score in found)
+                        tuple(self._match(rows[k], score, k, at) for k, score, at in found)
                     )
 
-    def _match(self, row: tuple[str, TextSegment | None], key: int, score: float) -> EmbeddingMatch:
-        return EmbeddingMatch(score, row[0], self._cache.vector(key), row[1])
+    def _graph_now(self) -> Graph | None:
+        """The approximate index to search with (see `Hnsw`): the one kept while no program
+        updated a row of the table in place (the state table counts such updates)."""
+        if self.approximate is None or len(self._cache) < self.approximate.min_rows:
+            return None
+        (stamp,) = self._db.execute(
+            f"SELECT coalesce(max(value), 0) FROM {self.table}_state WHERE name = 'updates'"
+        ).fetchone()
+        self._graph = Graph.kept(
+            self.approximate, self._cache, self._graph, int(stamp), self._graph_path
+        )
+        return self._graph
+
+    def _match(
+        self, row: tuple[str, TextSegment | None], score: float, key: int, at: int | None = None
+    ) -> EmbeddingMatch:
+        """The match of the row `key` (at the position `at` of the cache, when known)."""
+        vector = self._cache.vector(key) if at is None else self._cache.vector_at(at)
+        return EmbeddingMatch(score, row[0], vector, row[1])
 
     def _read(self, keys: Sequence[int]) -> dict[int, tuple[str, TextSegment | None]]:
         """The id and segment of each of the rows `keys` (rowids) that can be read; a row that
@@ -366,7 +402,6 @@ class SqliteEmbeddingStore(SingleWrites):
     def _forget_rows(self, keys: Sequence[int]) -> None:
         """Leave rows out of the cache (unreadable, or gone from the table)."""
         self._cache.remove(keys)
-        self._masks.clear()
 
     def _unreadable(self, row_id: str, why: str) -> None:
         if self._damaged.get(row_id) != why:
@@ -379,17 +414,13 @@ class SqliteEmbeddingStore(SingleWrites):
             )
         self._damaged[row_id] = why
 
-    def _mask(self, condition: Filter) -> npt.NDArray[np.bool_]:
-        """Which of the cache's rows pass `condition` (kept by the filter's repr until the
-        cache changes)."""
-        name = repr(condition)
-        found = self._masks.get(name)
-        if found is None:
-            metadata = self._metadata_index()
-            if len(self._masks) >= 64:
-                self._masks.clear()
-            found = self._masks[name] = metadata.mask(condition, self._cache, self._scan)
-        return found
+    def _selection(self, condition: Filter) -> Selection:
+        """The cache's rows `condition` passes (kept by the cache until its rows change)."""
+        # The metadata index first: reading it may leave rows out of the cache.
+        return self._cache.selection(
+            repr(condition),
+            lambda: self._metadata_index().mask(condition, self._cache, self._scan),
+        )
 
     def _metadata_index(self) -> MetadataIndex:
         """The index of every cached row's metadata, read once from the table (rows whose
@@ -431,8 +462,8 @@ class SqliteEmbeddingStore(SingleWrites):
     def _chosen(self, condition: Filter) -> list[int]:
         if not len(self._cache):
             return []
-        mask = self._mask(condition)  # first: reading the metadata may leave rows out
-        chosen: list[int] = self._cache.keys[mask].tolist()
+        rows = self._selection(condition)  # first: reading the metadata may leave rows out
+        chosen: list[int] = self._cache.keys[rows.positions].tolist()
         return chosen
 
     def search_text(
@@ -457,7 +488,9 @@ class SqliteEmbeddingStore(SingleWrites):
                 f"ORDER BY bm25({fts}), rowid {limit}",
                 (query, max_results + len(self._damaged)) if filter is None else (query,),
             ).fetchall()
-            mask = self._mask(filter) if filter is not None and len(self._cache) else None
+            mask = None
+            if filter is not None and len(self._cache):
+                mask = self._selection(filter).mask
             keys = np.asarray([r[0] for r in ranked], dtype=np.int64)
             held = np.searchsorted(self._cache.keys, keys)
             held[held >= len(self._cache)] = 0
@@ -476,7 +509,7 @@ class SqliteEmbeddingStore(SingleWrites):
                     chosen[max_results - len(found) :],
                 )
                 rows = self._read([k for k, _ in part])
-                found += [self._match(rows[k], k, score) for k, score in part if k in rows]
+                found += [self._match(rows[k], score, k) for k, score in part if k in rows]
             return found
 
     def remove_all(
@@ -535,7 +568,6 @@ class SqliteEmbeddingStore(SingleWrites):
                 f"SELECT rowid, id FROM {self.table} WHERE rowid > ? ORDER BY rowid",
                 (int(known_top),),
             ).fetchall()
-            self._masks.clear()
             if added is not None and [r[1] for r in new] == added[0]:
                 keys = [int(r[0]) for r in new]
                 self._cache.append(keys, added[1])
@@ -546,6 +578,9 @@ class SqliteEmbeddingStore(SingleWrites):
             top = max(int(known_top), int(new[-1][0]) if new else 0)
             self._shape = (known_count - gone + len(new), top)
             self._chunks.write(self._db, self._cache, [r[0] for r in deleted])
+            if deleted and self._graph_path is not None:
+                with contextlib.suppress(OSError):  # it holds rows that were removed
+                    self._graph_path.unlink()
 
         try:
             yield follow
@@ -579,7 +614,6 @@ class SqliteEmbeddingStore(SingleWrites):
                 return
         self._damaged = {}
         self._metadata = None
-        self._masks.clear()
         self._cache = self._chunks.read(self._db, int(count)) or self._read_table()
         held = int(self._cache.keys[-1]) if len(self._cache) else 0
         self._load(self._rows(f"WHERE rowid > {held}"))
@@ -607,7 +641,6 @@ class SqliteEmbeddingStore(SingleWrites):
         `unreadable()`."""
         if not rows:
             return
-        self._masks.clear()
         good = self._add_rows(self._cache, [(r[0], r[1], r[2], r[3:]) for r in rows])
         if self._metadata is not None:
             keys, values = [], []
