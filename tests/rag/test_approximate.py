@@ -101,12 +101,14 @@ def test_below_min_rows_and_for_filters_passing_few_rows_the_search_is_exact(
     exact.add_all(VECTORS, SEGMENTS, ids=IDS)
     small = make(kind, tmp_path, Hnsw(min_rows=ROWS + 1))  # too few rows: exact
     small.add_all(VECTORS, SEGMENTS, ids=IDS)
-    store = make(kind, tmp_path / "big", Hnsw(min_rows=500))
+    store = make(kind, tmp_path / "big", Hnsw(min_rows=200))
     store.add_all(VECTORS, SEGMENTS, ids=IDS)
     rare = key("rare").eq(7)  # 6 rows pass: fewer than min_rows, so exact
+    tenth = key("n").lt(300)  # 300 rows: more than min_rows, but a tenth of the rows
     for query in QUERIES[:5]:
         assert search(small, query) == search(exact, query)
         assert search(store, query, filter=rare) == search(exact, query, filter=rare)
+        assert search(store, query, filter=tenth) == search(exact, query, filter=tenth)
 
 
 def test_a_filter_passing_many_rows_searches_the_graph_among_them(
@@ -116,7 +118,7 @@ def test_a_filter_passing_many_rows_searches_the_graph_among_them(
     store.add_all(VECTORS, SEGMENTS, ids=IDS)
     exact = InMemoryEmbeddingStore()
     exact.add_all(VECTORS, SEGMENTS, ids=IDS)
-    third, everyone = key("third").eq(1), key("n").gte(0)
+    third, everyone = key("third").eq(1), key("n").gte(0)  # a third of the rows, all of them
     hits = 0
     for query in QUERIES:
         near = search(store, query, filter=third)

@@ -6,8 +6,10 @@ row key of each label. It follows its `VectorIndex` lazily: rows added since are
 removed are masked out (faiss's HNSW cannot delete), and it is built again once most of its
 labels are gone. Its candidates are scored again exactly from the store's matrix, so scores,
 `min_score` and the order of a search are the exact ones of the rows it found. A filter passing
-fewer rows than `Hnsw.min_rows` is answered exactly from those rows (cheap, and complete); a
-filter passing more searches the graph among the rows it passes (faiss's ID selector).
+fewer rows than `Hnsw.min_rows`, or fewer than an eighth of the rows, is answered exactly from
+those rows (cheap, and complete: a graph searched among few rows loses some); a filter passing
+more searches the graph among the rows it passes (faiss's ID selector), as one passing
+nearly every row (one conversation's rows in a store of one conversation) does.
 """
 
 from __future__ import annotations
@@ -138,8 +140,8 @@ class Graph:
         `query`, among `rows`; None when the search should be exact instead (too few rows)."""
         partial = rows is not None and not rows.everything
         passing = len(rows.positions) if rows is not None and partial else len(index)
-        if len(index) < self.settings.min_rows or passing < self.settings.min_rows:
-            return None
+        if passing < self.settings.min_rows or (partial and 8 * passing < len(index)):
+            return None  # few rows (those a filter passes): exact, complete, and cheap
         self.follow(index)
         ef = self.settings.ef_search
         selector = None
