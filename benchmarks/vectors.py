@@ -224,7 +224,7 @@ def _chromadb(vectors: Any, folder: Path) -> Search:
         collection.add(
             ids=[str(n) for n in numbers],
             embeddings=chunk,
-            metadatas=[_metadata(n) for n in numbers],  # type: ignore[misc]
+            metadatas=[_metadata(n) for n in numbers],
         )
 
     def search(query: Any, name: str | None, value: int) -> list[int]:
