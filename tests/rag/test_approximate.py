@@ -151,8 +151,16 @@ def test_the_sqlite_store_keeps_its_graph_beside_the_file_while_in_step(tmp_path
     path, settings = tmp_path / "v.db", Hnsw(min_rows=500)
     graph = Path(f"{path}-embeddings.hnsw")
     with SqliteEmbeddingStore(path, approximate=settings) as store:
-        store.add_all(VECTORS, SEGMENTS, ids=IDS)
+        store.add_all(VECTORS[:1_000], SEGMENTS[:1_000], ids=IDS[:1_000])
+        search(store, QUERIES[0])
+        assert graph.exists()  # saved as soon as it was built
+        saved = graph.stat().st_mtime_ns
+        store.add_all(VECTORS[1_000:1_500], SEGMENTS[1_000:1_500], ids=IDS[1_000:1_500])
+        search(store, QUERIES[0])
+        assert graph.stat().st_mtime_ns == saved  # not yet twice as large: kept for close()
+        store.add_all(VECTORS[1_500:], SEGMENTS[1_500:], ids=IDS[1_500:])
         before = search(store, QUERIES[0])
+        assert graph.stat().st_mtime_ns != saved  # doubled: saved again
     assert graph.exists()
     with SqliteEmbeddingStore(path, approximate=settings) as store:
         assert search(store, QUERIES[0]) == before  # the saved graph, read back
@@ -188,3 +196,12 @@ def test_a_saved_graph_of_another_shape_or_damaged_is_built_again(tmp_path: Path
         graph.write_bytes(damaged)
         with SqliteEmbeddingStore(path, approximate=settings) as store:
             assert search(store, QUERIES[0]) == expected
+
+
+def test_an_empty_store_searched_then_filled_gets_a_graph_of_its_vectors(
+    kind: str, tmp_path: Path
+) -> None:
+    store = make(kind, tmp_path, Hnsw(min_rows=0))
+    assert search(store, QUERIES[0]) == []
+    store.add_all(VECTORS[:50], SEGMENTS[:50], ids=IDS[:50])
+    assert search(store, VECTORS[4], top=1)[0][0] == "4"

@@ -44,15 +44,16 @@ class Hnsw:
     (``pip install 'chatmemory[hnsw]'``: faiss), used by `search` once the store holds at least
     `min_rows` rows; below that every search is exact. `connections` (HNSW's M) and
     `ef_construction` shape the graph, `ef_search` is how many candidates a search keeps:
-    raise it for recall (the defaults: recall@10 0.99 on clustered 384-dimension vectors at
-    100,000 rows). Building the graph costs about 20 s per 100,000 such rows on two cores (once,
-    on the first search above `min_rows`; the SQLite store keeps it beside its file, and adds
-    only new rows after that). `select`, `remove_all(filter)` and full-text search stay exact."""
+    raise it for recall (the defaults: recall@10 0.97-0.98 on clustered 384-dimension vectors
+    at 100,000 rows; 64: 0.99). Building the graph costs about 15-25 s per 100,000 such rows on
+    two cores (once, on the first search above `min_rows`; the SQLite store saves it beside its
+    file then, again each time it doubled and at `close()`, and the next process adds only the
+    rows it lacks). `select`, `remove_all(filter)` and full-text search stay exact."""
 
     min_rows: int = 20_000
     connections: int = 32
     ef_construction: int = 40
-    ef_search: int = 64
+    ef_search: int = 48
 
     def __post_init__(self) -> None:
         for name in ("min_rows", "connections", "ef_construction", "ef_search"):
@@ -98,7 +99,7 @@ class Graph:
         """The graph a store should search `index` with: None without `settings` or below
         their `min_rows`, else `graph` when it is of `stamp`, else the one saved at `path`
         when it is, else a new one."""
-        if settings is None or len(index) < settings.min_rows:
+        if settings is None or not len(index) or len(index) < settings.min_rows:
             return graph
         dimension = int(index.dimension or 1)
         if graph is not None and graph.stamp == stamp:
@@ -125,6 +126,7 @@ class Graph:
         self._followed: tuple[int, int] | None = None  # (id of the index, its change count)
         self._everyone: tuple[Any, Any] | None = None  # the live labels' selector, when some died
         self.changed = False  # since it was read or saved
+        self._saved = 0  # labels when it was last read or saved
         self.path: Path | None = None
         """Where it is saved (beside a SQLite file): removed as soon as it holds a row that
         left the store, so that no removed vector stays in a file."""
@@ -223,12 +225,15 @@ class Graph:
             with contextlib.suppress(OSError):
                 self.path.unlink()
 
-    def keep_file(self, index: VectorIndex) -> None:
+    def keep_file(self, index: VectorIndex, *, grown: bool = False) -> None:
         """Save the graph when it changed, follows `index` as it is now and holds no removed
-        row (otherwise the next process builds it, from the rows it then finds)."""
+        row (otherwise the next process builds it, from the rows it then finds); with `grown`,
+        only once it holds twice the rows it held when last saved or read (so a new graph is
+        saved as soon as it is built, and the writes stay proportional to the rows)."""
         if (
             self.path is not None
             and self.changed
+            and (not grown or len(self) >= 2 * self._saved)
             and self._followed == (id(index), index.changes)
             and bool(self.live.all())
         ):
@@ -248,6 +253,7 @@ class Graph:
                 file.write(np.asarray(data).tobytes())
             os.replace(partial, path)
             self.changed = False
+            self._saved = len(self)
         except OSError as error:  # pragma: no cover - a read-only folder, a full disk
             log.debug("cannot write %s: %s", path, error)
             with contextlib.suppress(OSError):
@@ -281,5 +287,6 @@ class Graph:
         index.hnsw.efConstruction = settings.ef_construction
         graph._index = index
         graph.keys, graph.live = keys, live.astype(np.bool_)
+        graph._saved = count
         graph._at = np.full(count, -1, dtype=np.intp)
         return graph

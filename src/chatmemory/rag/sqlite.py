@@ -120,7 +120,8 @@ class SqliteEmbeddingStore(SingleWrites):
 
     Searches are exact unless `approximate=Hnsw()`: then, from `Hnsw.min_rows` rows on, an
     HNSW graph (faiss) finds the candidates, scored exactly; it is saved beside the file
-    (``<path>-<table>.hnsw``) at `close()`, followed (new rows added) by the next process, built
+    (``<path>-<table>.hnsw``) once built, as it doubles and at `close()`, followed (new rows
+    added) by the next process, built
     again when another program changed a row in place, and removed from the disk as soon as a
     row it holds is removed."""
 
@@ -351,6 +352,8 @@ class SqliteEmbeddingStore(SingleWrites):
                     selected,
                     self._graph_now(),
                 )
+                if self._graph is not None:  # saved once built, then as it doubles
+                    self._graph.keep_file(self._cache, grown=True)
                 rows = self._read([k for k, _, _ in found])
                 if all(k in rows for k, _, _ in found):  # then no row left: positions hold
                     return EmbeddingSearchResult(
