@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from typing import Any
 
 __all__ = ["FrozenDict", "freeze", "thaw"]
@@ -17,11 +17,15 @@ class FrozenDict(Mapping[str, Any]):
     _hash: int | None
 
     def __init__(self, data: Mapping[str, Any] | None = None) -> None:
-        frozen: dict[str, Any] = {}
-        for key, value in (data or {}).items():
-            if not isinstance(key, str):
-                raise TypeError(f"attribute keys must be strings, got {key!r}")
-            frozen[key] = freeze(value)
+        frozen: dict[str, Any] = dict(data) if data else {}
+        # Plain keys and values (the usual case) are checked at C speed, without a loop here.
+        if not _KEYS.issuperset(map(type, frozen)):
+            for key in frozen:
+                if not isinstance(key, str):
+                    raise TypeError(f"attribute keys must be strings, got {key!r}")
+        if not _PLAIN.issuperset(map(type, frozen.values())):
+            for key, value in frozen.items():
+                frozen[key] = freeze(value)
         object.__setattr__(self, "_data", frozen)
         object.__setattr__(self, "_hash", None)
 
@@ -33,6 +37,16 @@ class FrozenDict(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self._data)
+
+    # The dict's own views (read-only), not Mapping's, which call __getitem__ once per key.
+    def keys(self) -> KeysView[str]:
+        return self._data.keys()
+
+    def values(self) -> ValuesView[Any]:
+        return self._data.values()
+
+    def items(self) -> ItemsView[str, Any]:
+        return self._data.items()
 
     def __hash__(self) -> int:
         if self._hash is None:
@@ -56,6 +70,11 @@ class FrozenDict(Mapping[str, Any]):
         return (FrozenDict, (thaw(self),))
 
 
+_KEYS = frozenset({str})
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+"""The types a frozen value holds as they are (exactly these: a subclass goes through freeze)."""
+
+
 def freeze(value: Any) -> Any:
     """`value` with every dict turned into a FrozenDict and every list into a tuple."""
     if isinstance(value, FrozenDict):
@@ -75,6 +94,8 @@ def freeze(value: Any) -> Any:
 def thaw(value: Any) -> Any:
     """The plain JSON-ready form of a frozen value: dicts and lists again."""
     if isinstance(value, FrozenDict):
+        if _PLAIN.issuperset(map(type, value._data.values())):
+            return dict(value._data)
         return {key: thaw(item) for key, item in value.items()}
     if isinstance(value, tuple):
         return [thaw(item) for item in value]

@@ -412,3 +412,28 @@ def test_sqlite_a_damaged_mapped_file_gives_way_to_the_chunks(
     with SqliteEmbeddingStore(path) as store:
         assert _nearest(store, Embedding((0.0, 0.0, 1.0, 0.0)))[0] == "c"
     assert mapped.read_bytes() == whole  # written again whole, at close
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_many_filters_are_each_answered_exactly_however_many_are_kept(
+    kind: str, tmp_path: Path
+) -> None:
+    vectors = np.random.default_rng(3).normal(size=(400, 8))
+    segments = [TextSegment(str(n), {"n": n, "fifth": n % 5}) for n in range(400)]
+    store: Any = (
+        InMemoryEmbeddingStore() if kind == "memory" else SqliteEmbeddingStore(tmp_path / "f.db")
+    )
+    ids = store.add_all(vectors, segments)
+    query = Embedding(vectors[7])
+    # 70 filters (more than an index keeps), each passing a fifth of the rows or fewer: their
+    # rows copied out, until half the matrix's size is spent, then gathered at each search.
+    for rest in range(70):
+        condition = key("fifth").eq(rest % 5) & key("n").gte(rest)
+        found = store.search(
+            EmbeddingSearchRequest(query_embedding=query, max_results=3, filter=condition)
+        )
+        exact = sorted(
+            (n for n in range(400) if n % 5 == rest % 5 and n >= rest),
+            key=lambda n: -float(vectors[n] @ vectors[7] / np.linalg.norm(vectors[n])),
+        )[:3]
+        assert [m.embedding_id for m in found.matches] == [ids[n] for n in exact]

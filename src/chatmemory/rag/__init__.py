@@ -21,6 +21,7 @@ from ._aggregation import (
     ReRankingContentAggregator,
     ScoringModel,
 )
+from ._approximate import Hnsw
 from ._augmentor import (
     AugmentationRequest,
     AugmentationResult,
@@ -133,6 +134,7 @@ __all__ = [
     "FullTextContentRetriever",
     "FullTextSearch",
     "HashingEmbeddingModel",
+    "Hnsw",
     "HybridContentRetriever",
     "InMemoryEmbeddingStore",
     "IngestProgress",

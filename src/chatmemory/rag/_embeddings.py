@@ -302,24 +302,27 @@ def check_metadata(segments: Iterable[TextSegment | None], ids: Iterable[object]
 
 def _plain(segments: list[TextSegment | None], ids: list[object]) -> bool:
     """Whether the ids and texts are ASCII and every metadata value is ASCII text, an int, a
-    bool, None or a finite float (the usual case, checked in one pass without recursion)."""
-    if not all(type(i) is not str or i.isascii() for i in ids):
+    bool, None or a finite float (the usual case, checked a batch at a time at C speed: text
+    joined and tested once, the values' types gathered in a set)."""
+    if not "".join(i for i in ids if type(i) is str).isascii():
         return False
-    for segment in segments:
-        if segment is None:
-            continue
-        if not segment.text.isascii():
-            return False
-        for name, value in segment.metadata.items():
-            kind = type(value)
-            if not name.isascii() or (kind is str and not value.isascii()):
-                return False
-            if kind is float:
-                if not math.isfinite(value):
-                    return False
-            elif kind not in (str, int, bool) and value is not None:
-                return False
-    return True
+    given = [s for s in segments if s is not None]
+    if not "".join([s.text for s in given]).isascii():
+        return False
+    names: list[str] = []
+    values: list[Any] = []
+    for segment in given:
+        names += segment.metadata.keys()
+        values += segment.metadata.values()
+    kinds = set(map(type, values))
+    if not kinds <= _PLAIN or not "".join(names).isascii():
+        return False
+    if str in kinds and not "".join([v for v in values if type(v) is str]).isascii():
+        return False
+    return float not in kinds or all(map(math.isfinite, [v for v in values if type(v) is float]))
+
+
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
 _SURROGATE = (

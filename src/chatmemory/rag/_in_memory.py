@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from .._errors import ConfigurationError
 from .._frozen import thaw
+from ._approximate import Graph, Hnsw, check_hnsw
 from ._embeddings import (
     UNSET,
     Embedding,
@@ -30,7 +31,7 @@ from ._embeddings import (
 from ._filters import Filter
 from ._hybrid import fused_search
 from ._values import TextSegment
-from ._vectors import Bm25, MetadataIndex, VectorIndex, check_embeddings
+from ._vectors import Bm25, MetadataIndex, Selection, VectorIndex, check_embeddings
 
 __all__ = ["InMemoryEmbeddingStore"]
 
@@ -39,21 +40,21 @@ class InMemoryEmbeddingStore(SingleWrites):
     """Embeddings and their segments in memory: cosine search over a numpy matrix, the
     relevance score (cos + 1) / 2, metadata filters (answered from an index of the metadata,
     so a filter picks the rows to score), BM25 full-text search for hybrid retrieval.
-    `add_all` takes a list of Embeddings or an `(n, dimension)` array. `to_json()` /
+    `add_all` takes a list of Embeddings or an `(n, dimension)` array. Searches are exact
+    unless `approximate=Hnsw()` (an HNSW graph, from `min_rows` rows on: see `Hnsw`). `to_json()` /
     `save(path)` write LangChain4j's `InMemoryEmbeddingStore` JSON (``{"entries": [{"id",
     "embedding": {"vector"}, "embedded": {"text", "metadata": {"metadata"}}}]}``), so a store is
     shared with a Java service both ways. Thread-safe."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, approximate: Hnsw | None = None) -> None:
+        self.approximate = check_hnsw(approximate)
+        self._graph: Graph | None = None
         self._index = VectorIndex()
         self._rows: dict[int, tuple[str, TextSegment | None]] = {}  # key -> id, segment
         self._key_of: dict[str, int] = {}
         self._next = 0
         self._metadata: MetadataIndex | None = None  # built on the first filter
         self._bm25: Bm25 | None = None  # built on the first full-text search after a change
-        self._masks: dict[str, npt.NDArray[np.bool_]] = {}
-        """Which rows each filter passes, by the filter's repr (its values' types included: a
-        filter on True is not one on 1), until rows are added or removed."""
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -79,23 +80,23 @@ class InMemoryEmbeddingStore(SingleWrites):
         if not len(batch.vectors):
             return []
         new_ids = [given or str(uuid.uuid4()) for given in batch.ids]
-        last = {row_id: n for n, row_id in enumerate(new_ids)}  # a repeated id: the last wins
-        order = sorted(last.values()) if len(last) != len(new_ids) else range(len(new_ids))
+        last = dict(zip(new_ids, range(len(new_ids)), strict=True))  # a repeated id: the last wins
+        order = sorted(last.values()) if len(last) != len(new_ids) else None
+        ids_kept = new_ids if order is None else [new_ids[n] for n in order]
+        segments_kept = batch.segments if order is None else [batch.segments[n] for n in order]
         with self._lock:
             self._index.check(batch.vectors.shape[1])
-            self._drop([self._key_of[i] for i in last if i in self._key_of])
-            keys = range(self._next, self._next + len(order))
-            self._next += len(order)
-            self._index.append(keys, batch.vectors[list(order)])
-            for key, n in zip(keys, order, strict=True):
-                self._rows[key] = (new_ids[n], batch.segments[n])
-                self._key_of[new_ids[n]] = key
+            self._drop([self._key_of[i] for i in self._key_of.keys() & last.keys()])
+            keys = range(self._next, self._next + len(ids_kept))
+            self._next += len(ids_kept)
+            self._index.append(keys, batch.vectors if order is None else batch.vectors[order])
+            self._rows.update(zip(keys, zip(ids_kept, segments_kept, strict=True), strict=True))
+            self._key_of.update(zip(ids_kept, keys, strict=True))
             if self._metadata is not None:
-                self._metadata.add(keys, [_metadata(batch.segments[n]) for n in order])
+                self._metadata.add(keys, [_metadata(s) for s in segments_kept])
         return new_ids
 
     def _drop(self, keys: Sequence[int]) -> None:
-        self._masks.clear()
         self._bm25 = None
         if not keys:
             return
@@ -106,18 +107,17 @@ class InMemoryEmbeddingStore(SingleWrites):
         if self._metadata is not None and len(self._metadata) > 2 * len(self._index) + 1024:
             self._metadata = None  # mostly rows that left: build it again when next needed
 
-    def _mask(self, condition: Filter) -> npt.NDArray[np.bool_]:
-        name = repr(condition)
-        found = self._masks.get(name)
-        if found is None:
+    def _selection(self, condition: Filter) -> Selection:
+        """The rows `condition` passes (kept by the index until rows change)."""
+
+        def mask() -> npt.NDArray[np.bool_]:
             if self._metadata is None:
                 self._metadata = MetadataIndex()
                 keys = self._index.keys.tolist()
                 self._metadata.add(keys, [_metadata(self._rows[k][1]) for k in keys])
-            if len(self._masks) >= 64:
-                self._masks.clear()
-            found = self._masks[name] = self._metadata.mask(condition, self._index, self._scan)
-        return found
+            return self._metadata.mask(condition, self._index, self._scan)
+
+        return self._index.selection(repr(condition), mask)
 
     def _scan(self, condition: Filter) -> list[int]:
         """The rows a filter the metadata index does not know passes, tested one by one."""
@@ -128,13 +128,12 @@ class InMemoryEmbeddingStore(SingleWrites):
         ]
 
     def _chosen(self, condition: Filter) -> list[int]:
-        mask = self._mask(condition)
-        chosen: list[int] = self._index.keys[mask].tolist()
+        chosen: list[int] = self._index.keys[self._selection(condition).positions].tolist()
         return chosen
 
-    def _match(self, key: int, score: float) -> EmbeddingMatch:
+    def _match(self, key: int, score: float, position: int) -> EmbeddingMatch:
         row_id, segment = self._rows[key]
-        return EmbeddingMatch(score, row_id, self._index.vector(key), segment)
+        return EmbeddingMatch(score, row_id, self._index.vector_at(position), segment)
 
     def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult:
         if not isinstance(request, EmbeddingSearchRequest):
@@ -142,13 +141,14 @@ class InMemoryEmbeddingStore(SingleWrites):
         if request.query is not None:  # hybrid: see _hybrid
             return fused_search(self, request)
         with self._lock:
-            candidates = None
+            rows = None
             if request.filter is not None and len(self._index):
-                candidates = np.flatnonzero(self._mask(request.filter))
+                rows = self._selection(request.filter)
+            self._graph = Graph.kept(self.approximate, self._index, self._graph)
             found = self._index.top(
-                request.query_embedding, request.max_results, request.min_score, candidates
+                request.query_embedding, request.max_results, request.min_score, rows, self._graph
             )
-            return EmbeddingSearchResult(tuple(self._match(k, s) for k, s in found))
+            return EmbeddingSearchResult(tuple(self._match(*match) for match in found))
 
     def search_text(
         self, text: str, *, max_results: int = 3, filter: Filter | None = None
@@ -159,9 +159,9 @@ class InMemoryEmbeddingStore(SingleWrites):
             keys = self._index.keys.tolist()
             if self._bm25 is None:
                 self._bm25 = Bm25([self._rows[k][1] for k in keys])
-            allowed = None if filter is None else self._mask(filter)
+            allowed = None if filter is None else self._selection(filter).mask
             return [
-                self._match(keys[n], score)
+                self._match(keys[n], score, n)
                 for score, n in self._bm25.rank(text, max_results, allowed)
             ]
 

@@ -16,6 +16,12 @@ __all__ = ["Content", "ContentKey", "Query", "QueryMetadata", "TextSegment"]
 def _frozen(value: Mapping[str, Any] | None, name: str) -> FrozenDict:
     if value is None:
         return FrozenDict()
+    if type(value) is dict:  # the usual case: FrozenDict checks the keys as it copies them
+        try:
+            return FrozenDict(value)
+        except TypeError as error:
+            if all(isinstance(k, str) for k in value):
+                raise ConfigurationError(f"`{name}` holds {error}") from None
     if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
         raise ConfigurationError(f"`{name}` must be a mapping with str keys, got {value!r}")
     if isinstance(value, FrozenDict):

@@ -15,7 +15,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -25,10 +25,14 @@ from ._embeddings import NOT_FINITE, Embedding, check_metadata
 from ._filters import And, Compare, Filter, In, Not, Or, _kind
 from ._values import TextSegment
 
+if TYPE_CHECKING:
+    from ._approximate import Graph
+
 __all__ = [
     "Batch",
     "Bm25",
     "MetadataIndex",
+    "Selection",
     "VectorIndex",
     "as_matrix",
     "check_embeddings",
@@ -71,16 +75,23 @@ def check_embeddings(
             f"add_all() got {count} embeddings, {len(lined_segments)} segments and "
             f"{len(lined_ids)} ids: give one of each per embedding"
         )
-    for segment in lined_segments:
-        if segment is not None and not isinstance(segment, TextSegment):
-            raise ConfigurationError(f"a segment must be a TextSegment, got {segment!r}")
-    for given in lined_ids:
-        if given is not None and (not isinstance(given, str) or not given):
-            raise ConfigurationError(f"an id must be a non-empty str, got {given!r}")
+    # Types gathered in a set at C speed; the rows are looked at one by one only to name one.
+    if not _SEGMENTS.issuperset(map(type, lined_segments)):
+        for segment in lined_segments:
+            if segment is not None and not isinstance(segment, TextSegment):
+                raise ConfigurationError(f"a segment must be a TextSegment, got {segment!r}")
+    if not _IDS.issuperset(map(type, lined_ids)) or "" in lined_ids:
+        for given in lined_ids:
+            if given is not None and (not isinstance(given, str) or not given):
+                raise ConfigurationError(f"an id must be a non-empty str, got {given!r}")
     if not np.isfinite(vectors).all():  # float32: a float64 beyond its range is refused too
         raise ConfigurationError(NOT_FINITE)
     check_metadata(lined_segments, lined_ids)
     return Batch(vectors, lined_segments, lined_ids)
+
+
+_SEGMENTS = frozenset({TextSegment, type(None)})
+_IDS = frozenset({str, type(None)})
 
 
 def as_matrix(embeddings: object) -> Matrix:
@@ -133,6 +144,11 @@ class VectorIndex:
         self.keys: Keys = self._key_rows
         self._raw: Matrix = self._raw_rows
         self._scale: Matrix = self._scale_rows
+        self._selections: dict[str, Selection] = {}
+        """The rows of each filter asked about (by the filter's repr: its values' types
+        included, a filter on True is not one on 1), most recent last, until rows change."""
+        self._copied = 0  # bytes of vectors the selections hold copies of
+        self.changes = 0  # counts the changes of its rows (an approximate index follows it)
 
     @classmethod
     def adopt(cls, keys: Keys, vectors: Matrix, scale: Matrix | None = None) -> VectorIndex:
@@ -175,6 +191,9 @@ class VectorIndex:
         self._views(end)
 
     def _views(self, end: int) -> None:
+        self._selections.clear()
+        self._copied = 0
+        self.changes += 1
         self.keys = self._key_rows[:end]
         self._raw = self._raw_rows[:end]
         self._scale = self._scale_rows[:end]
@@ -222,35 +241,68 @@ class VectorIndex:
         return len(gone)
 
     def vector(self, key: int) -> Embedding:
-        return Embedding.trusted(self._raw[int(self.positions([key])[0])])
+        return self.vector_at(int(self.positions([key])[0]))
+
+    def vector_at(self, position: int) -> Embedding:
+        return Embedding.trusted(self._raw[position])
 
     def vectors(self, positions: npt.NDArray[np.intp]) -> Matrix:
         return self._raw[positions]
+
+    def selection(self, name: str, mask: Callable[[], npt.NDArray[np.bool_]]) -> Selection:
+        """The rows the filter named `name` passes: kept from the last time it was asked
+        until rows are added or removed, else `mask()` (a boolean per position; it may leave
+        rows out of this index first, as a store does with rows it cannot read)."""
+        found = self._selections.pop(name, None)
+        if found is None:
+            found = Selection(mask())
+            while len(self._selections) >= _SELECTIONS:
+                self._copied -= self._selections.pop(next(iter(self._selections))).held
+        self._selections[name] = found  # most recent last
+        return found
+
+    def _scored(self, q: Matrix, rows: Selection | None) -> tuple[Matrix, Positions | None]:
+        """The cosines of `rows` (every row when None), and their positions (None: all)."""
+        if rows is None or rows.everything:
+            return (self._raw @ q) * self._scale, None
+        chosen = rows.positions
+        if 4 * len(chosen) >= len(self.keys):
+            # Most rows pass: scoring them all beats copying them out of the matrix.
+            return ((self._raw @ q) * self._scale)[chosen], chosen
+        if rows.vectors is None and self._copied + chosen.size * self._raw.shape[1] * 4 <= (
+            self._raw.nbytes // 2
+        ):
+            # Copied together once (within half the matrix's size for all filters), so the
+            # next search with this filter reads them in order instead of gathering them.
+            rows.vectors, rows.scale = self._raw[chosen], self._scale[chosen]
+            self._copied += rows.held
+        if rows.vectors is not None and rows.scale is not None:
+            return (rows.vectors @ q) * rows.scale, chosen
+        return (self._raw[chosen] @ q) * self._scale[chosen], chosen
 
     def top(
         self,
         query: Embedding,
         count: int,
         min_score: float = 0.0,
-        candidates: npt.NDArray[np.intp] | None = None,
-    ) -> list[tuple[int, float]]:
-        """(key, relevance score) of the `count` best rows (among `candidates`, positions,
-        when given), best first, ties in key order."""
-        if not len(self.keys) or (candidates is not None and not len(candidates)):
+        rows: Selection | None = None,
+        graph: Graph | None = None,
+    ) -> list[tuple[int, float, int]]:
+        """(key, relevance score, position) of the `count` best rows (of `rows` when given),
+        best first, ties in key order. With a `graph`, among the rows it finds nearest (when it
+        does not leave the search to be exact), scored exactly."""
+        if not len(self.keys) or (rows is not None and not len(rows.positions)):
             return []
         self.check(query.dimension)
         unit = query.array / max(float(np.linalg.norm(query.array)), 1e-8)
         q = unit.astype(np.float32)
-        if candidates is None:
-            cosines = (self._raw @ q) * self._scale
-            chosen = np.arange(len(self.keys))
-        elif 4 * len(candidates) >= len(self.keys):
-            # Most rows pass: scoring them all beats copying them out of the matrix first.
-            cosines = ((self._raw @ q) * self._scale)[candidates]
-            chosen = candidates
+        near = None if graph is None else graph.near(self, q, count, rows)
+        cosines: Matrix
+        chosen: Positions | None
+        if near is None:
+            cosines, chosen = self._scored(q, rows)
         else:
-            cosines = (self._raw[candidates] @ q) * self._scale[candidates]
-            chosen = candidates
+            cosines, chosen = (self._raw[near] @ q) * self._scale[near], near
         scores = (cosines + 1.0) / 2.0
         passing = np.flatnonzero(scores >= min_score - 1e-7)
         if passing.size > count:
@@ -260,8 +312,42 @@ class VectorIndex:
             passing = passing[scores[passing] >= kth]
         # Best first, ties in key order (lexsort: the last key is the primary one).
         order = passing[np.lexsort((passing, -scores[passing]))][:count]
-        keys = self.keys[chosen[order]].tolist()
-        return [(k, min(1.0, float(s))) for k, s in zip(keys, scores[order].tolist(), strict=True)]
+        positions = order if chosen is None else chosen[order]
+        return [
+            (k, min(1.0, s), p)
+            for k, s, p in zip(
+                self.keys[positions].tolist(),
+                scores[order].tolist(),
+                positions.tolist(),
+                strict=True,
+            )
+        ]
+
+
+Positions = npt.NDArray[np.intp]
+_SELECTIONS = 64
+"""Filters whose rows an index keeps."""
+
+
+class Selection:
+    """The rows of a `VectorIndex` a filter passes: a boolean per position, the positions,
+    and (for a filter passing few rows, once searched) their vectors copied out together."""
+
+    __slots__ = ("bits", "everything", "mask", "positions", "scale", "vectors")
+
+    def __init__(self, mask: npt.NDArray[np.bool_]) -> None:
+        self.mask = mask
+        self.positions: Positions = np.flatnonzero(mask)
+        self.everything = len(self.positions) == len(mask)
+        self.vectors: Matrix | None = None
+        self.scale: Matrix | None = None
+        self.bits: tuple[tuple[int, int], Any, Any] | None = None
+        """An approximate index's selector of these rows: (whose, bits, selector)."""
+
+    @property
+    def held(self) -> int:
+        """Bytes of copied vectors this selection holds."""
+        return 0 if self.vectors is None else int(self.vectors.nbytes)
 
 
 def _inverse_norms(vectors: Matrix) -> Matrix:

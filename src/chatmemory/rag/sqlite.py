@@ -41,6 +41,7 @@ import numpy.typing as npt
 from .._errors import ConfigurationError, StoreError
 from .._frozen import thaw
 from .._sqlite import forgetting, scrub
+from ._approximate import Graph, Hnsw, check_hnsw
 from ._chunks import Chunks
 from ._embeddings import (
     UNSET,
@@ -58,7 +59,7 @@ from ._filters import Filter
 from ._hybrid import fused_search
 from ._sqlite_text import selective
 from ._values import TextSegment
-from ._vectors import MetadataIndex, VectorIndex, check_embeddings, words
+from ._vectors import MetadataIndex, Selection, VectorIndex, check_embeddings, words
 
 __all__ = ["SqliteEmbeddingStore"]
 
@@ -78,6 +79,25 @@ def _lock_for(connection: sqlite3.Connection) -> threading.RLock:
 
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+_BULK = "bulk"
+"""The state row a bulk write sets inside its transaction: the insert trigger then leaves the
+text to the write, which indexes all its rows in one statement."""
+_BULK_FROM = 32
+"""From this many rows, `add_all` is a bulk write."""
+
+
+def _encoder() -> Callable[[Any], str]:
+    """Metadata (a FrozenDict, JSON-like by construction: TextSegment checks it) as the JSON text
+    `json.dumps(..., ensure_ascii=False)` writes, from one C encoder made once (`dumps` makes
+    one per call, which costs more than the encoding of a small object)."""
+    make: Any = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - a Python without the json module's C speedups
+        return json.JSONEncoder(ensure_ascii=False, default=thaw).encode
+    encode = make(None, thaw, json.encoder.encode_basestring, None, ": ", ", ", False, False, True)
+    return lambda value: "".join(encode(value, 0))
+
+
+_json = _encoder()
 log = logging.getLogger("chatmemory.rag")
 
 
@@ -96,10 +116,21 @@ class SqliteEmbeddingStore(SingleWrites):
     until a merge, and empties the ``-wal`` file (`forget_user` calls it). A stored row that
     cannot be read (a vector of the wrong length, metadata that is not a JSON object: written
     by another program, or a damaged file) is left out of every search and logged with its id;
-    the other rows keep working, `unreadable()` lists such rows and `repair()` removes them."""
+    the other rows keep working, `unreadable()` lists such rows and `repair()` removes them.
+
+    Searches are exact unless `approximate=Hnsw()`: then, from `Hnsw.min_rows` rows on, an
+    HNSW graph (faiss) finds the candidates, scored exactly; it is saved beside the file
+    (``<path>-<table>.hnsw``) once built, as it doubles and at `close()`, followed (new rows
+    added) by the next process, built
+    again when another program changed a row in place, and removed from the disk as soon as a
+    row it holds is removed."""
 
     def __init__(
-        self, path: str | Path | sqlite3.Connection = ":memory:", *, table: str = "embeddings"
+        self,
+        path: str | Path | sqlite3.Connection = ":memory:",
+        *,
+        table: str = "embeddings",
+        approximate: Hnsw | None = None,
     ) -> None:
         if not isinstance(table, str) or not _NAME.fullmatch(table):
             raise ConfigurationError(
@@ -110,6 +141,8 @@ class SqliteEmbeddingStore(SingleWrites):
                 f"`path` must be a file path or a sqlite3.Connection, got {path!r}"
             )
         self.table = table
+        self.approximate = check_hnsw(approximate)
+        self._graph: Graph | None = None
         self._owned = not isinstance(path, sqlite3.Connection)
         self.path = "<connection>" if isinstance(path, sqlite3.Connection) else str(path)
         try:
@@ -128,6 +161,9 @@ class SqliteEmbeddingStore(SingleWrites):
                     # The chunks of vectors are read through the page cache's mapping, not
                     # copied one page at a time (several times faster for large BLOBs).
                     self._db.execute(f"PRAGMA mmap_size = {1 << 32}")
+                    # As the chat-memory store: a commit survives the process being killed,
+                    # and is synced to the disk at the next checkpoint rather than at once.
+                    self._db.execute("PRAGMA synchronous = NORMAL")
             forgetting(self._db)
             mapped = None if self.path == ":memory:" else Path(f"{self.path}-{table}.vectors")
             self._chunks = Chunks(table, mapped)
@@ -137,12 +173,12 @@ class SqliteEmbeddingStore(SingleWrites):
         self._lock = _lock_for(self._db) if not self._owned else threading.RLock()
         self._cache = VectorIndex()  # the vectors, by rowid
         self._metadata: MetadataIndex | None = None  # the cached rows' metadata, on first filter
-        self._masks: dict[str, npt.NDArray[np.bool_]] = {}  # by filter, until the cache changes
         self._damaged: dict[str, str] = {}  # rows that cannot be read: id -> why
         self._version: int | None = None  # PRAGMA data_version when the cache was read
         self._shape = (-1, 0)  # rows removed from the table (its counter) and max rowid, when
         # the cache was read
         self._term_docs: dict[str, tuple[int, int]] = {}  # see _sqlite_text
+        self._graph_path = None if mapped is None else Path(f"{self.path}-{table}.hnsw")
 
     def __repr__(self) -> str:
         return f"SqliteEmbeddingStore({self.path!r}, table={self.table!r})"
@@ -161,7 +197,21 @@ class SqliteEmbeddingStore(SingleWrites):
             )""",
             f"""CREATE VIRTUAL TABLE IF NOT EXISTS {t}_fts
                 USING fts5(text, content='{t}', content_rowid='rowid')""",
+        ):
+            self._db.execute(statement)
+        self._chunks.create(self._db)  # the state table, which the insert trigger reads
+        (made,) = self._db.execute(
+            "SELECT coalesce(max(sql), '') FROM sqlite_master WHERE type = 'trigger' AND name = ?",
+            (f"{t}_ai",),
+        ).fetchone()
+        if made and _BULK not in made:  # a file of an earlier version: one insert at a time
+            self._db.execute(f"DROP TRIGGER {t}_ai")
+        for statement in (
+            # Text is indexed row by row, unless a bulk write (this store's add_all of many
+            # rows) flagged its transaction: it then indexes its rows in one statement, several
+            # times faster. No other connection sees the flag, so every other insert is indexed.
             f"""CREATE TRIGGER IF NOT EXISTS {t}_ai AFTER INSERT ON {t} WHEN new.text IS NOT NULL
+                AND NOT EXISTS (SELECT 1 FROM {t}_state WHERE name = '{_BULK}')
             BEGIN
                 INSERT INTO {t}_fts(rowid, text) VALUES (new.rowid, new.text);
             END""",
@@ -171,7 +221,6 @@ class SqliteEmbeddingStore(SingleWrites):
             END""",
         ):
             self._db.execute(statement)
-        self._chunks.create(self._db)
         # Rows removed, counted (by any program), so that a refresh tells "only added" from
         # "some removed" by a counter and the top rowid, without counting the table's rows.
         self._db.execute(
@@ -213,6 +262,8 @@ class SqliteEmbeddingStore(SingleWrites):
                 version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
                 if version == self._version:  # nothing committed since the cache was read
                     self._chunks.keep(self._db, self._cache)
+                    if self._graph is not None:
+                        self._graph.keep_file(self._cache)
             self._db.close()
 
     def __enter__(self) -> SqliteEmbeddingStore:
@@ -250,34 +301,47 @@ class SqliteEmbeddingStore(SingleWrites):
         if not len(batch.vectors):
             return []
         new_ids = [given or str(uuid.uuid4()) for given in batch.ids]
-        last = {row_id: n for n, row_id in enumerate(new_ids)}  # a repeated id: the last wins
-        order = sorted(last.values())
+        last = dict(zip(new_ids, range(len(new_ids)), strict=True))  # a repeated id: the last
+        order = sorted(last.values())  # wins
         vectors = batch.vectors[order] if len(order) != len(new_ids) else batch.vectors
         blobs = vectors.tobytes()
         width = 4 * vectors.shape[1]
-        rows = []
-        for k, n in enumerate(order):
-            segment = batch.segments[n]
-            text = metadata = None
-            if segment is not None:  # JSON-like by construction (TextSegment checks it)
-                text = segment.text
-                metadata = json.dumps(thaw(segment.metadata), ensure_ascii=False)
-            rows.append((new_ids[n], blobs[k * width : (k + 1) * width], text, metadata))
+        kept = [batch.segments[n] for n in order]
         kept_ids = [new_ids[n] for n in order]
+        rows = list(
+            zip(
+                kept_ids,
+                [blobs[k : k + width] for k in range(0, len(blobs), width)],
+                [None if s is None else s.text for s in kept],
+                [None if s is None else _json(s.metadata) for s in kept],
+                strict=True,
+            )
+        )
+        bulk = len(rows) >= _BULK_FROM
+        t = self.table
         with self._lock, self._errors("add embeddings"):
             self._refresh()
             self._cache.check(vectors.shape[1])
             with self._following() as follow, self._writing():
                 replaced = self._db.execute(
-                    f"DELETE FROM {self.table} WHERE id IN (SELECT value FROM json_each(?)) "
+                    f"DELETE FROM {t} WHERE id IN (SELECT value FROM json_each(?)) "
                     f"RETURNING rowid, id",
                     (json.dumps(kept_ids),),
                 ).fetchall()
+                if bulk:
+                    (top,) = self._db.execute(f"SELECT coalesce(max(rowid), 0) FROM {t}").fetchone()
+                    self._db.execute(f"INSERT INTO {t}_state (name, value) VALUES ('{_BULK}', 1)")
                 self._db.executemany(
-                    f"INSERT INTO {self.table} (id, vector, text, metadata) VALUES (?, ?, ?, ?)",
-                    rows,
+                    f"INSERT INTO {t} (id, vector, text, metadata) VALUES (?, ?, ?, ?)", rows
                 )
-                follow(replaced, (kept_ids, vectors, [batch.segments[n] for n in order]))
+                if bulk:
+                    self._db.execute(
+                        f"INSERT INTO {t}_fts (rowid, text) SELECT rowid, text FROM {t} "
+                        f"WHERE rowid > ? AND text IS NOT NULL",
+                        (int(top),),
+                    )
+                    self._db.execute(f"DELETE FROM {t}_state WHERE name = '{_BULK}'")
+                follow(replaced, (kept_ids, vectors, kept))
         return new_ids
 
     def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult:
@@ -288,20 +352,43 @@ class SqliteEmbeddingStore(SingleWrites):
         with self._lock, self._errors("search"):
             self._refresh()
             while True:  # again only when a row found turned out unreadable (then left out)
-                candidates = None
+                selected = None
                 if request.filter is not None and len(self._cache):
-                    candidates = np.flatnonzero(self._mask(request.filter))
+                    selected = self._selection(request.filter)
                 found = self._cache.top(
-                    request.query_embedding, request.max_results, request.min_score, candidates
+                    request.query_embedding,
+                    request.max_results,
+                    request.min_score,
+                    selected,
+                    self._graph_now(),
                 )
-                rows = self._read([k for k, _ in found])
-                if all(k in rows for k, _ in found):
+                if self._graph is not None:  # saved once built, then as it doubles
+                    self._graph.keep_file(self._cache, grown=True)
+                rows = self._read([k for k, _, _ in found])
+                if all(k in rows for k, _, _ in found):  # then no row left: positions hold
                     return EmbeddingSearchResult(
-                        tuple(self._match(rows[k], k, score) for k, score in found)
+                        tuple(self._match(rows[k], score, k, at) for k, score, at in found)
                     )
 
-    def _match(self, row: tuple[str, TextSegment | None], key: int, score: float) -> EmbeddingMatch:
-        return EmbeddingMatch(score, row[0], self._cache.vector(key), row[1])
+    def _graph_now(self) -> Graph | None:
+        """The approximate index to search with (see `Hnsw`): the one kept while no program
+        updated a row of the table in place (the state table counts such updates)."""
+        if self.approximate is None or len(self._cache) < self.approximate.min_rows:
+            return None
+        (stamp,) = self._db.execute(
+            f"SELECT coalesce(max(value), 0) FROM {self.table}_state WHERE name = 'updates'"
+        ).fetchone()
+        self._graph = Graph.kept(
+            self.approximate, self._cache, self._graph, int(stamp), self._graph_path
+        )
+        return self._graph
+
+    def _match(
+        self, row: tuple[str, TextSegment | None], score: float, key: int, at: int | None = None
+    ) -> EmbeddingMatch:
+        """The match of the row `key` (at the position `at` of the cache, when known)."""
+        vector = self._cache.vector(key) if at is None else self._cache.vector_at(at)
+        return EmbeddingMatch(score, row[0], vector, row[1])
 
     def _read(self, keys: Sequence[int]) -> dict[int, tuple[str, TextSegment | None]]:
         """The id and segment of each of the rows `keys` (rowids) that can be read; a row that
@@ -328,7 +415,6 @@ class SqliteEmbeddingStore(SingleWrites):
     def _forget_rows(self, keys: Sequence[int]) -> None:
         """Leave rows out of the cache (unreadable, or gone from the table)."""
         self._cache.remove(keys)
-        self._masks.clear()
 
     def _unreadable(self, row_id: str, why: str) -> None:
         if self._damaged.get(row_id) != why:
@@ -341,17 +427,13 @@ class SqliteEmbeddingStore(SingleWrites):
             )
         self._damaged[row_id] = why
 
-    def _mask(self, condition: Filter) -> npt.NDArray[np.bool_]:
-        """Which of the cache's rows pass `condition` (kept by the filter's repr until the
-        cache changes)."""
-        name = repr(condition)
-        found = self._masks.get(name)
-        if found is None:
-            metadata = self._metadata_index()
-            if len(self._masks) >= 64:
-                self._masks.clear()
-            found = self._masks[name] = metadata.mask(condition, self._cache, self._scan)
-        return found
+    def _selection(self, condition: Filter) -> Selection:
+        """The cache's rows `condition` passes (kept by the cache until its rows change)."""
+        # The metadata index first: reading it may leave rows out of the cache.
+        return self._cache.selection(
+            repr(condition),
+            lambda: self._metadata_index().mask(condition, self._cache, self._scan),
+        )
 
     def _metadata_index(self) -> MetadataIndex:
         """The index of every cached row's metadata, read once from the table (rows whose
@@ -393,8 +475,8 @@ class SqliteEmbeddingStore(SingleWrites):
     def _chosen(self, condition: Filter) -> list[int]:
         if not len(self._cache):
             return []
-        mask = self._mask(condition)  # first: reading the metadata may leave rows out
-        chosen: list[int] = self._cache.keys[mask].tolist()
+        rows = self._selection(condition)  # first: reading the metadata may leave rows out
+        chosen: list[int] = self._cache.keys[rows.positions].tolist()
         return chosen
 
     def search_text(
@@ -419,7 +501,9 @@ class SqliteEmbeddingStore(SingleWrites):
                 f"ORDER BY bm25({fts}), rowid {limit}",
                 (query, max_results + len(self._damaged)) if filter is None else (query,),
             ).fetchall()
-            mask = self._mask(filter) if filter is not None and len(self._cache) else None
+            mask = None
+            if filter is not None and len(self._cache):
+                mask = self._selection(filter).mask
             keys = np.asarray([r[0] for r in ranked], dtype=np.int64)
             held = np.searchsorted(self._cache.keys, keys)
             held[held >= len(self._cache)] = 0
@@ -438,7 +522,7 @@ class SqliteEmbeddingStore(SingleWrites):
                     chosen[max_results - len(found) :],
                 )
                 rows = self._read([k for k, _ in part])
-                found += [self._match(rows[k], k, score) for k, score in part if k in rows]
+                found += [self._match(rows[k], score, k) for k, score in part if k in rows]
             return found
 
     def remove_all(
@@ -496,7 +580,6 @@ class SqliteEmbeddingStore(SingleWrites):
                 f"SELECT rowid, id FROM {self.table} WHERE rowid > ? ORDER BY rowid",
                 (int(known_top),),
             ).fetchall()
-            self._masks.clear()
             if added is not None and [r[1] for r in new] == added[0]:
                 keys = [int(r[0]) for r in new]
                 self._cache.append(keys, added[1])
@@ -506,6 +589,9 @@ class SqliteEmbeddingStore(SingleWrites):
                 self._load(self._rows(f"WHERE rowid > {int(known_top)}"))
             self._shape = self._stamp()
             self._chunks.write(self._db, self._cache, [r[0] for r in deleted])
+            if deleted and self._graph_path is not None:
+                with contextlib.suppress(OSError):  # it holds rows that were removed
+                    self._graph_path.unlink()
 
         try:
             yield follow
@@ -537,7 +623,6 @@ class SqliteEmbeddingStore(SingleWrites):
             return
         self._damaged = {}
         self._metadata = None
-        self._masks.clear()
         (count,) = self._db.execute(f"SELECT count(*) FROM {self.table}").fetchone()
         self._cache = self._chunks.read(self._db, int(count)) or self._read_table()
         held = int(self._cache.keys[-1]) if len(self._cache) else 0
@@ -574,7 +659,6 @@ class SqliteEmbeddingStore(SingleWrites):
         `unreadable()`."""
         if not rows:
             return
-        self._masks.clear()
         good = self._add_rows(self._cache, [(r[0], r[1], r[2], r[3:]) for r in rows])
         if self._metadata is not None:
             keys, values = [], []

@@ -1,0 +1,207 @@
+"""The embedded stores' optional HNSW graph (`Hnsw`, faiss): off below `min_rows`, its
+candidates scored exactly, filters passing few rows answered exactly, removed rows never
+found, and beside a SQLite file a saved graph that is used while in step and built again when
+not."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from chatmemory import ConfigurationError
+from chatmemory.rag import (
+    Embedding,
+    EmbeddingSearchRequest,
+    Hnsw,
+    InMemoryEmbeddingStore,
+    SqliteEmbeddingStore,
+    TextSegment,
+    key,
+)
+
+pytest.importorskip("faiss", reason="the hnsw extra (faiss) is not installed")
+
+ROWS = 3_000
+DIMENSION = 32
+
+
+def clustered(count: int, seed: int) -> Any:
+    centers = np.random.default_rng(0).normal(size=(16, DIMENSION))
+    rng = np.random.default_rng(seed)
+    points = centers[rng.integers(0, 16, size=count)] + 0.3 * rng.normal(size=(count, DIMENSION))
+    return (points / np.linalg.norm(points, axis=1, keepdims=True)).astype(np.float32)
+
+
+VECTORS = clustered(ROWS, seed=1)
+QUERIES = clustered(20, seed=2)
+SEGMENTS = [TextSegment(f"row {n}", {"n": n, "third": n % 3, "rare": n % 500}) for n in range(ROWS)]
+IDS = [str(n) for n in range(ROWS)]
+
+
+def search(store: Any, query: Any, top: int = 10, filter: Any = None) -> list[tuple[str, float]]:
+    request = EmbeddingSearchRequest(
+        query_embedding=Embedding(query), max_results=top, filter=filter
+    )
+    return [(m.embedding_id, m.score) for m in store.search(request).matches]
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def make(kind: str, folder: Path, approximate: Hnsw | None) -> Any:
+    if kind == "memory":
+        return InMemoryEmbeddingStore(approximate=approximate)
+    return SqliteEmbeddingStore(folder / "v.db", approximate=approximate)
+
+
+def test_settings_are_checked_with_a_sentence() -> None:
+    with pytest.raises(ConfigurationError, match="`min_rows` must be an int >= 0"):
+        Hnsw(min_rows=-1)
+    with pytest.raises(ConfigurationError, match="`ef_search` must be an int >= 2"):
+        Hnsw(ef_search=True)
+    with pytest.raises(ConfigurationError, match="must be an Hnsw"):
+        InMemoryEmbeddingStore(approximate="yes")  # type: ignore[arg-type]
+
+
+def test_without_faiss_the_store_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "faiss", None)
+    with pytest.raises(ImportError, match=r"pip install 'chatmemory\[hnsw\]'"):
+        InMemoryEmbeddingStore(approximate=Hnsw())
+
+
+def test_the_graph_finds_nearly_all_of_the_exact_top_with_exact_scores(
+    kind: str, tmp_path: Path
+) -> None:
+    exact = InMemoryEmbeddingStore()
+    exact.add_all(VECTORS, SEGMENTS, ids=IDS)
+    store = make(kind, tmp_path, Hnsw(min_rows=1_000))
+    store.add_all(VECTORS, SEGMENTS, ids=IDS)
+    found = 0
+    for query in QUERIES:
+        truth = dict(search(exact, query))
+        near = search(store, query)
+        assert [score for _, score in near] == sorted((s for _, s in near), reverse=True)
+        for row_id, score in near:  # the exact score of each row it found
+            assert score == pytest.approx(float(VECTORS[int(row_id)] @ query + 1) / 2, abs=1e-6)
+        found += len(truth.keys() & dict(near).keys())
+    assert found >= 0.95 * 10 * len(QUERIES)
+
+
+def test_below_min_rows_and_for_filters_passing_few_rows_the_search_is_exact(
+    kind: str, tmp_path: Path
+) -> None:
+    exact = InMemoryEmbeddingStore()
+    exact.add_all(VECTORS, SEGMENTS, ids=IDS)
+    small = make(kind, tmp_path, Hnsw(min_rows=ROWS + 1))  # too few rows: exact
+    small.add_all(VECTORS, SEGMENTS, ids=IDS)
+    store = make(kind, tmp_path / "big", Hnsw(min_rows=200))
+    store.add_all(VECTORS, SEGMENTS, ids=IDS)
+    rare = key("rare").eq(7)  # 6 rows pass: fewer than min_rows, so exact
+    tenth = key("n").lt(300)  # 300 rows: more than min_rows, but a tenth of the rows
+    for query in QUERIES[:5]:
+        assert search(small, query) == search(exact, query)
+        assert search(store, query, filter=rare) == search(exact, query, filter=rare)
+        assert search(store, query, filter=tenth) == search(exact, query, filter=tenth)
+
+
+def test_a_filter_passing_many_rows_searches_the_graph_among_them(
+    kind: str, tmp_path: Path
+) -> None:
+    store = make(kind, tmp_path, Hnsw(min_rows=500))
+    store.add_all(VECTORS, SEGMENTS, ids=IDS)
+    exact = InMemoryEmbeddingStore()
+    exact.add_all(VECTORS, SEGMENTS, ids=IDS)
+    third, everyone = key("third").eq(1), key("n").gte(0)  # a third of the rows, all of them
+    hits = 0
+    for query in QUERIES:
+        near = search(store, query, filter=third)
+        assert all(int(row_id) % 3 == 1 for row_id, _ in near)
+        hits += len(dict(near).keys() & dict(search(exact, query, filter=third)).keys())
+        assert search(store, query, filter=everyone) == search(store, query)
+    assert hits >= 0.9 * 10 * len(QUERIES)
+
+
+def test_removed_rows_are_never_found_and_the_graph_is_rebuilt_once_most_are_gone(
+    kind: str, tmp_path: Path
+) -> None:
+    store = make(kind, tmp_path, Hnsw(min_rows=500))
+    store.add_all(VECTORS, SEGMENTS, ids=IDS)
+    query = QUERIES[0]
+    first = [row_id for row_id, _ in search(store, query)]
+    store.remove_all(first[:3])
+    after = [row_id for row_id, _ in search(store, query)]
+    assert not set(first[:3]) & set(after)
+    assert after[: len(first) - 3] == first[3:]  # the rest keep their order
+    store.remove_all(filter=key("n").lt(2_000))  # two thirds gone: built again from the rest
+    left = search(store, query)
+    assert len(left) == 10
+    assert all(int(row_id) >= 2_000 for row_id, _ in left)
+    store.add_all(VECTORS[:10], SEGMENTS[:10], ids=IDS[:10])  # added back after the rebuild
+    assert {row_id for row_id, _ in search(store, VECTORS[3], top=1)} == {"3"}
+
+
+def test_the_sqlite_store_keeps_its_graph_beside_the_file_while_in_step(tmp_path: Path) -> None:
+    path, settings = tmp_path / "v.db", Hnsw(min_rows=500)
+    graph = Path(f"{path}-embeddings.hnsw")
+    with SqliteEmbeddingStore(path, approximate=settings) as store:
+        store.add_all(VECTORS[:1_000], SEGMENTS[:1_000], ids=IDS[:1_000])
+        search(store, QUERIES[0])
+        assert graph.exists()  # saved as soon as it was built
+        saved = graph.stat().st_mtime_ns
+        store.add_all(VECTORS[1_000:1_500], SEGMENTS[1_000:1_500], ids=IDS[1_000:1_500])
+        search(store, QUERIES[0])
+        assert graph.stat().st_mtime_ns == saved  # not yet twice as large: kept for close()
+        store.add_all(VECTORS[1_500:], SEGMENTS[1_500:], ids=IDS[1_500:])
+        before = search(store, QUERIES[0])
+        assert graph.stat().st_mtime_ns != saved  # doubled: saved again
+    assert graph.exists()
+    with SqliteEmbeddingStore(path, approximate=settings) as store:
+        assert search(store, QUERIES[0]) == before  # the saved graph, read back
+        store.remove("0")  # a saved graph must not keep a removed vector
+        assert not graph.exists()
+        search(store, QUERIES[0])
+    assert not graph.exists()  # holds a removed row: the next process builds it
+    with SqliteEmbeddingStore(path, approximate=settings) as store:
+        search(store, QUERIES[0])
+    assert graph.exists()
+    # Another program moves a row's vector in place: the saved graph is stale, built again.
+    target = QUERIES[1]
+    with sqlite3.connect(path) as other:
+        other.execute("UPDATE embeddings SET vector = ? WHERE id = '5'", (target.tobytes(),))
+    with SqliteEmbeddingStore(path, approximate=settings) as store:
+        assert search(store, target, top=1)[0][0] == "5"
+    graph.write_bytes(b"CMHNSW\x01\x00" + b"\x00" * 40)  # damaged: built again
+    with SqliteEmbeddingStore(path, approximate=settings) as store:
+        assert search(store, target, top=1)[0][0] == "5"
+
+
+def test_a_saved_graph_of_another_shape_or_damaged_is_built_again(tmp_path: Path) -> None:
+    path, settings = tmp_path / "v.db", Hnsw(min_rows=500)
+    graph = Path(f"{path}-embeddings.hnsw")
+    with SqliteEmbeddingStore(path, approximate=settings) as store:
+        store.add_all(VECTORS, SEGMENTS, ids=IDS)
+        expected = search(store, QUERIES[0])
+    saved = graph.read_bytes()
+    head = np.frombuffer(saved[8:32], dtype=np.int64).copy()
+    head[1] = 0  # says no labels, but the index holds every row
+    miscounted = saved[:8] + head.tobytes() + saved[32 + 9 * ROWS :]
+    for damaged in (b"not a graph", saved[:4_000], saved[:32] + saved[-2_000:], miscounted):
+        graph.write_bytes(damaged)
+        with SqliteEmbeddingStore(path, approximate=settings) as store:
+            assert search(store, QUERIES[0]) == expected
+
+
+def test_an_empty_store_searched_then_filled_gets_a_graph_of_its_vectors(
+    kind: str, tmp_path: Path
+) -> None:
+    store = make(kind, tmp_path, Hnsw(min_rows=0))
+    assert search(store, QUERIES[0]) == []
+    store.add_all(VECTORS[:50], SEGMENTS[:50], ids=IDS[:50])
+    assert search(store, VECTORS[4], top=1)[0][0] == "4"
