@@ -123,6 +123,8 @@ def test_sqlite_refuses_bad_settings_and_reports_store_errors(tmp_path: Path) ->
     store = SqliteEmbeddingStore()
     with pytest.raises(ConfigurationError, match=r"TextSegment\.metadata` holds attribute values"):
         store.add(Embedding((1.0,)), TextSegment("x", {"when": object()}))
+    with pytest.raises(ConfigurationError, match=r"with str keys, got \{1: 'x'\}"):
+        TextSegment("x", {1: "x"})  # type: ignore[dict-item]
     assert store.count() == 0
     store.close()
     with pytest.raises(StoreError, match="cannot search"):
