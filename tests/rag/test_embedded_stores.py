@@ -123,6 +123,8 @@ def test_sqlite_refuses_bad_settings_and_reports_store_errors(tmp_path: Path) ->
     store = SqliteEmbeddingStore()
     with pytest.raises(ConfigurationError, match=r"TextSegment\.metadata` holds attribute values"):
         store.add(Embedding((1.0,)), TextSegment("x", {"when": object()}))
+    with pytest.raises(ConfigurationError, match=r"with str keys, got \{1: 'x'\}"):
+        TextSegment("x", {1: "x"})  # type: ignore[dict-item]
     assert store.count() == 0
     store.close()
     with pytest.raises(StoreError, match="cannot search"):
@@ -437,3 +439,20 @@ def test_many_filters_are_each_answered_exactly_however_many_are_kept(
             key=lambda n: -float(vectors[n] @ vectors[7] / np.linalg.norm(vectors[n])),
         )[:3]
         assert [m.embedding_id for m in found.matches] == [ids[n] for n in exact]
+
+
+def test_sqlite_segments_read_by_a_search_are_read_again_after_any_commit(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "kept.db"
+    with SqliteEmbeddingStore(path) as store:
+        store.add_all(
+            np.eye(3), [TextSegment(f"row {n}", {"n": n}) for n in range(3)], ids=["a", "b", "c"]
+        )
+        request = EmbeddingSearchRequest(query_embedding=Embedding((1.0, 0.0, 0.0)), max_results=1)
+        assert store.search(request).matches[0].embedded == TextSegment("row 0", {"n": 0})
+        with sqlite3.connect(path) as other:  # another program edits the row in place
+            other.execute("UPDATE embeddings SET text = 'edited' WHERE id = 'a'")
+        assert store.search(request).matches[0].embedded == TextSegment("edited", {"n": 0})
+        store.add(Embedding((1.0, 0.0, 0.0)), TextSegment("mine"), id="a")  # this store's write
+        assert store.search(request).matches[0].embedded == TextSegment("mine")

@@ -83,6 +83,8 @@ _BULK = "bulk"
 """The state row a bulk write sets inside its transaction: the insert trigger then leaves the
 text to the write, which indexes all its rows in one statement."""
 _BULK_FROM = 32
+_KEPT, _KEPT_AT_ONCE = 4_096, 64
+"""Rows whose segments a store keeps read (see `_segments`), and the most one read adds."""
 """From this many rows, `add_all` is a bulk write."""
 
 
@@ -178,6 +180,9 @@ class SqliteEmbeddingStore(SingleWrites):
         self._shape = (-1, 0)  # rows removed from the table (its counter) and max rowid, when
         # the cache was read
         self._term_docs: dict[str, tuple[int, int]] = {}  # see _sqlite_text
+        self._segments: dict[int, tuple[str, TextSegment | None]] = {}
+        """The id and segment of rows searches returned lately, by rowid (on a connection of
+        its own: emptied at every commit, this store's or another connection's)."""
         self._graph_path = None if mapped is None else Path(f"{self.path}-{table}.hnsw")
 
     def __repr__(self) -> str:
@@ -396,20 +401,28 @@ class SqliteEmbeddingStore(SingleWrites):
         one no longer in the table."""
         if not keys:
             return {}
-        found: dict[int, tuple[str, TextSegment | None]] = {}
+        kept = self._segments
+        found = {k: kept[k] for k in keys if k in kept}
+        missing = [k for k in keys if k not in found]
+        if not missing:
+            return found
         rows = self._db.execute(
             f"SELECT rowid, id, text, metadata FROM {self.table} "
             f"WHERE rowid IN (SELECT value FROM json_each(?))",
-            (json.dumps(list(keys)),),
+            (json.dumps(missing),),
         )
         for rowid, row_id, text, metadata in rows:
             try:
                 found[rowid] = (row_id, _segment(text, metadata))
             except ValueError as error:
                 self._unreadable(row_id, str(error))
-        gone = [k for k in keys if k not in found]
+        gone = [k for k in missing if k not in found]
         if gone:
             self._forget_rows(gone)
+        if self._owned and len(missing) <= _KEPT_AT_ONCE:  # a search's rows, not a select's
+            if len(kept) + len(missing) > _KEPT:
+                kept.clear()
+            kept.update((k, found[k]) for k in missing if k in found)
         return found
 
     def _forget_rows(self, keys: Sequence[int]) -> None:
@@ -568,6 +581,7 @@ class SqliteEmbeddingStore(SingleWrites):
 
         def follow(deleted: Sequence[tuple[int, str]], added: _Added | None = None) -> None:
             nonlocal current
+            self._segments.clear()
             version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
             current = current and version == self._version
             if not current:  # pragma: no cover - another process committed between the
@@ -609,6 +623,7 @@ class SqliteEmbeddingStore(SingleWrites):
         version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
         if version == self._version and not wrote and self._owned:
             return
+        self._segments.clear()
         shape = self._stamp()
         known_deletes, known_top = self._shape
         if not wrote and shape == self._shape and self._version is not None:
