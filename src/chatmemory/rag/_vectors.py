@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import itertools
 import math
 import re
 from collections import Counter
@@ -149,6 +150,9 @@ class VectorIndex:
         included, a filter on True is not one on 1), most recent last, until rows change."""
         self._copied = 0  # bytes of vectors the selections hold copies of
         self.changes = 0  # counts the changes of its rows (an approximate index follows it)
+        self.lineage = next(_LINEAGES)
+        """Unique to this index until a row is removed from it: while it stays, rows were
+        only appended, so the position of every key held then is unchanged."""
 
     @classmethod
     def adopt(cls, keys: Keys, vectors: Matrix, scale: Matrix | None = None) -> VectorIndex:
@@ -231,6 +235,7 @@ class VectorIndex:
         if not len(gone):
             return 0
         first, size = int(gone[0]), len(self.keys)
+        self.lineage = next(_LINEAGES)
         kept = np.ones(size - first, dtype=np.bool_)
         kept[gone - first] = False
         tail = np.flatnonzero(kept) + first  # the kept rows after the first removed one
@@ -326,6 +331,7 @@ class VectorIndex:
 
 Positions = npt.NDArray[np.intp]
 _SELECTIONS = 64
+_LINEAGES = itertools.count()
 """Filters whose rows an index keeps."""
 
 
@@ -375,6 +381,10 @@ class MetadataIndex:
         self._arrays: dict[int, tuple[Keys, bool]] = {}
         """Each row list as an array (by the list's id), extended as the list grows, and
         whether it is increasing: a filter's mask then costs no sort of its rows."""
+        self._placed: dict[int, tuple[int, int, Positions]] = {}
+        """Where an increasing row list's rows are in a `VectorIndex` (by the list's id): the
+        index's lineage and top key then, and the positions, extended by the rows appended
+        since (a filter passing most rows costs a look-up of the new rows only)."""
 
     def add(self, keys: Sequence[int], metadata: Sequence[Metadata | None]) -> None:
         self._sorted.clear()
@@ -457,11 +467,27 @@ class MetadataIndex:
         if not len(keys):
             return mask
         if isinstance(keys, list):  # one of this index's own lists (never a temporary)
-            array, increasing = self._array(keys)
-            mask[index.positions(array, ordered=increasing)] = True
+            mask[self._positions(keys, index)] = True
         else:
             mask[index.positions(keys)] = True
         return mask
+
+    def _positions(self, rows: list[int], index: VectorIndex) -> Positions:
+        """The positions in `index` of the rows of `rows` it holds."""
+        array, increasing = self._array(rows)
+        if not increasing:
+            return index.positions(array)
+        kept = self._placed.get(id(rows))
+        if kept is not None and kept[0] == index.lineage:
+            # Only rows above the top key then were appended since: only they are looked up.
+            start = int(np.searchsorted(array, kept[1], side="right"))
+            tail = index.positions(array[start:], ordered=True)
+            found = np.concatenate((kept[2], tail)) if len(tail) else kept[2]
+        else:
+            found = index.positions(array, ordered=True)
+        top = int(index.keys[-1]) if len(index) else -1
+        self._placed[id(rows)] = (index.lineage, top, found)
+        return found
 
     def _array(self, rows: list[int]) -> tuple[Keys, bool]:
         """`rows` (a list this index appends to) as an array, and whether it increases."""

@@ -524,8 +524,8 @@ class SqliteEmbeddingStore(SingleWrites):
             if mask is not None:
                 ok &= mask[held]
             chosen = [
-                (int(r[0]), float(r[1]))
-                for r, good in zip(ranked, ok.tolist(), strict=True)
+                (int(r[0]), float(r[1]), at)
+                for r, good, at in zip(ranked, ok.tolist(), held.tolist(), strict=True)
                 if good
             ]
             found: list[EmbeddingMatch] = []
@@ -534,8 +534,12 @@ class SqliteEmbeddingStore(SingleWrites):
                     chosen[: max_results - len(found)],
                     chosen[max_results - len(found) :],
                 )
-                rows = self._read([k for k, _ in part])
-                found += [self._match(rows[k], score, k) for k, score in part if k in rows]
+                rows = self._read([k for k, _, _ in part])
+                if len(rows) < len(part):  # rows left the cache: positions moved
+                    found += [self._match(rows[k], score, k) for k, score, _ in part if k in rows]
+                    chosen = [(k, score, None) for k, score, _ in chosen]
+                else:
+                    found += [self._match(rows[k], score, k, at) for k, score, at in part]
             return found
 
     def remove_all(
