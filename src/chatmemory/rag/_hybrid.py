@@ -11,13 +11,15 @@ deep (at least `max_results`), since fusion lifts what one list ranks low.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Hashable, Sequence
+from typing import Protocol, TypeVar
 
 from ._embeddings import EmbeddingMatch, EmbeddingSearchRequest, EmbeddingSearchResult
 from ._filters import Filter
 
-__all__ = ["DEPTH", "RRF_K", "fused_search"]
+__all__ = ["DEPTH", "RRF_K", "fused_order", "fused_search"]
+
+K = TypeVar("K", bound=Hashable)
 
 RRF_K = 60
 DEPTH = 50
@@ -44,12 +46,21 @@ def fused_search(store: _Both, request: EmbeddingSearchRequest) -> EmbeddingSear
 def fuse(rankings: Sequence[Sequence[EmbeddingMatch]]) -> list[EmbeddingMatch]:
     """Matches of several rankings by descending RRF total (ties in first-seen order), each
     with its fused score on the 0..1 scale."""
-    totals: dict[str, float] = {}
     first: dict[str, EmbeddingMatch] = {}
     for ranking in rankings:
-        for rank, match in enumerate(ranking, start=1):
-            totals[match.embedding_id] = totals.get(match.embedding_id, 0.0) + 1 / (RRF_K + rank)
+        for match in ranking:
             first.setdefault(match.embedding_id, match)
+    order = fused_order([[m.embedding_id for m in ranking] for ranking in rankings])
+    return [dataclasses.replace(first[i], score=score) for i, score in order]
+
+
+def fused_order(rankings: Sequence[Sequence[K]]) -> list[tuple[K, float]]:
+    """The keys of several rankings (best first) by descending RRF total (ties in first-seen
+    order), each with its fused score on the 0..1 scale: 1.0 for first in every ranking."""
+    totals: dict[K, float] = {}
+    for ranking in rankings:
+        for rank, key in enumerate(ranking, start=1):
+            totals[key] = totals.get(key, 0.0) + 1 / (RRF_K + rank)
     best = len(rankings) / (RRF_K + 1)
     order = sorted(totals, key=totals.__getitem__, reverse=True)
-    return [dataclasses.replace(first[i], score=min(1.0, totals[i] / best)) for i in order]
+    return [(key, min(1.0, totals[key] / best)) for key in order]

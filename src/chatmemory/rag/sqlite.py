@@ -56,7 +56,7 @@ from ._embeddings import (
     removal,
 )
 from ._filters import Filter
-from ._hybrid import fused_search
+from ._hybrid import DEPTH, fused_order
 from ._sqlite_text import selective
 from ._values import TextSegment
 from ._vectors import MetadataIndex, Selection, VectorIndex, check_embeddings, words
@@ -352,28 +352,35 @@ class SqliteEmbeddingStore(SingleWrites):
     def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult:
         if not isinstance(request, EmbeddingSearchRequest):
             raise ConfigurationError(f"search() takes an EmbeddingSearchRequest, got {request!r}")
-        if request.query is not None:  # hybrid: see _hybrid
-            return fused_search(self, request)
         with self._lock, self._errors("search"):
             self._refresh()
             while True:  # again only when a row found turned out unreadable (then left out)
-                selected = None
-                if request.filter is not None and len(self._cache):
-                    selected = self._selection(request.filter)
-                found = self._cache.top(
-                    request.query_embedding,
-                    request.max_results,
-                    request.min_score,
-                    selected,
-                    self._graph_now(),
-                )
-                if self._graph is not None:  # saved once built, then as it doubles
-                    self._graph.keep_file(self._cache, grown=True)
+                if request.query is None:
+                    found = self._ranked(request, request.max_results)
+                else:  # hybrid (see _hybrid): both rankings fused, rows read for the best only
+                    depth = max(DEPTH, request.max_results)
+                    vectors = self._ranked(request, depth)
+                    texts = self._text_ranked(request.query, depth, request.filter)[:depth]
+                    at = {k: a for k, _, a in (*texts, *vectors)}  # the vectors' always known
+                    order = fused_order([[k for k, _, _ in vectors], [k for k, _, _ in texts]])
+                    found = [(k, score, at[k]) for k, score in order[: request.max_results]]
                 rows = self._read([k for k, _, _ in found])
                 if all(k in rows for k, _, _ in found):  # then no row left: positions hold
                     return EmbeddingSearchResult(
                         tuple(self._match(rows[k], score, k, at) for k, score, at in found)
                     )
+
+    def _ranked(self, request: EmbeddingSearchRequest, count: int) -> list[tuple[int, float, int]]:
+        """(rowid, score, position) of the `count` rows nearest the request's embedding."""
+        selected = None
+        if request.filter is not None and len(self._cache):
+            selected = self._selection(request.filter)
+        found = self._cache.top(
+            request.query_embedding, count, request.min_score, selected, self._graph_now()
+        )
+        if self._graph is not None:  # saved once built, then as it doubles
+            self._graph.keep_file(self._cache, grown=True)
+        return found
 
     def _graph_now(self) -> Graph | None:
         """The approximate index to search with (see `Hnsw`): the one kept while no program
@@ -496,38 +503,10 @@ class SqliteEmbeddingStore(SingleWrites):
         self, text: str, *, max_results: int = 3, filter: Filter | None = None
     ) -> list[EmbeddingMatch]:
         check_text_search(text, max_results, filter)
-        fts = f"{self.table}_fts"
-        # Only rowids and scores leave FTS5 (sorting whole rows, vectors included, cost more
-        # than the ranking); segments are read for the rows returned. A filter may drop rows,
-        # so then every match is ranked.
-        limit = "LIMIT ?" if filter is None else ""
         with self._lock, self._errors("search text"):
             self._refresh()
-            terms = selective(  # the words worth ranking by: see _sqlite_text
-                self._db, fts, list(dict.fromkeys(words(text))), self._term_docs, len(self._cache)
-            )
-            if not terms:
-                return []
-            query = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
-            ranked = self._db.execute(
-                f"SELECT rowid, -bm25({fts}) FROM {fts} WHERE {fts} MATCH ? "
-                f"ORDER BY bm25({fts}), rowid {limit}",
-                (query, max_results + len(self._damaged)) if filter is None else (query,),
-            ).fetchall()
-            mask = None
-            if filter is not None and len(self._cache):
-                mask = self._selection(filter).mask
-            keys = np.asarray([r[0] for r in ranked], dtype=np.int64)
-            held = np.searchsorted(self._cache.keys, keys)
-            held[held >= len(self._cache)] = 0
-            ok = (self._cache.keys[held] == keys) if len(self._cache) else keys < 0
-            if mask is not None:
-                ok &= mask[held]
-            chosen = [
-                (int(r[0]), float(r[1]), at)
-                for r, good, at in zip(ranked, ok.tolist(), held.tolist(), strict=True)
-                if good
-            ]
+            chosen: list[tuple[int, float, int | None]] = []
+            chosen += self._text_ranked(text, max_results, filter)
             found: list[EmbeddingMatch] = []
             while chosen and len(found) < max_results:
                 part, chosen = (
@@ -541,6 +520,39 @@ class SqliteEmbeddingStore(SingleWrites):
                 else:
                     found += [self._match(rows[k], score, k, at) for k, score, at in part]
             return found
+
+    def _text_ranked(
+        self, text: str, count: int, filter: Filter | None
+    ) -> list[tuple[int, float, int]]:
+        """(rowid, BM25 score, position) of the rows best matching `text`'s words, best first,
+        of those `filter` passes: the `count` best (and as many as rows are known unreadable),
+        or every one when a filter is given (it may drop rows)."""
+        fts = f"{self.table}_fts"
+        terms = selective(  # the words worth ranking by: see _sqlite_text
+            self._db, fts, list(dict.fromkeys(words(text))), self._term_docs, len(self._cache)
+        )
+        if not terms:
+            return []
+        # Only rowids and scores leave FTS5 (sorting whole rows, vectors included, cost more
+        # than the ranking); segments are read for the rows returned.
+        query = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+        limit = "LIMIT ?" if filter is None else ""
+        ranked = self._db.execute(
+            f"SELECT rowid, -bm25({fts}) FROM {fts} WHERE {fts} MATCH ? "
+            f"ORDER BY bm25({fts}), rowid {limit}",
+            (query, count + len(self._damaged)) if filter is None else (query,),
+        ).fetchall()
+        keys = np.asarray([r[0] for r in ranked], dtype=np.int64)
+        held = np.searchsorted(self._cache.keys, keys)
+        held[held >= len(self._cache)] = 0
+        ok = (self._cache.keys[held] == keys) if len(self._cache) else keys < 0
+        if filter is not None and len(self._cache):
+            ok &= self._selection(filter).mask[held]
+        return [
+            (int(r[0]), float(r[1]), at)
+            for r, good, at in zip(ranked, ok.tolist(), held.tolist(), strict=True)
+            if good
+        ]
 
     def remove_all(
         self, ids: Sequence[str] | Filter | _Unset = UNSET, *, filter: Filter | _Unset = UNSET
