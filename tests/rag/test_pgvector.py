@@ -208,7 +208,11 @@ def test_a_bulk_load_is_copied_and_the_index_built_after_it(dsn: str, schema: bo
         ids = [f"r{n}" for n in range(300)]
         segments = [TextSegment(f"row {n}", {"n": n, "big": 2**60 + n}) for n in range(300)]
         store.add_all(vectors[:100], segments[:100], ids=ids[:100])  # copied, index kept
+        with store._pool.connection() as conn:
+            (memory,) = conn.execute("SHOW maintenance_work_mem").fetchone()
         store.add_all(vectors, segments, ids=ids)  # 300 >= 200 and >= 100 held: rebuilt
+        with store._pool.connection() as conn:  # raised for the build's transaction alone
+            assert conn.execute("SHOW maintenance_work_mem").fetchone() == (memory,)
         store.add_all(vectors[:80], segments[:80], ids=["r0"] * 79 + ["r1"])  # the last r0 wins
         assert store.count() == 300
         assert store.select(key("n").eq(78)) == {"r0": segments[78], "r78": segments[78]}
