@@ -137,8 +137,6 @@ class SyncIo:
         self._stages = stages
 
     def history(self, memory_id: str, seqs: Collection[int] | None = None) -> list[HistoryEntry]:
-        if seqs is not None and not seqs:
-            return []
         found = self._history.history(memory_id, **self._reading.arguments(seqs))
         return self._reading.chosen(found, seqs)
 
@@ -200,8 +198,6 @@ class AsyncIo:
     ) -> list[HistoryEntry]:
         if not inspect.iscoroutinefunction(self._history.history):
             return await in_thread(self._sync.history, memory_id, seqs)
-        if seqs is not None and not seqs:
-            return []
         reading = self._sync._reading
         found = await self._history.history(memory_id, **reading.arguments(seqs))
         return reading.chosen(found, seqs)
