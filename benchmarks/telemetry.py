@@ -15,6 +15,9 @@ alike; each setup's quietest round counts):
   exporter that drops them) and a `MeterProvider` with a `PeriodicExportingMetricReader` (once
   a minute, to an exporter that drops them);
 * the same with a `SimpleSpanProcessor` and the `InMemorySpanExporter` the tests use;
+* the SDK's floor: the plain call, then the very spans (names, kinds, attributes, nesting) and
+  measurements one traced call records, replayed bare on the batch setup's SDK, with none of
+  chatmemory's code around them: what those spans and metrics cost whoever makes them;
 * the baseline again: how far two measurements of the same work fall apart on this machine.
 
 Each row also counts the Python function calls of one service call (cProfile): a number the
@@ -48,6 +51,92 @@ class Setup:
     call: Callable[[int], Any]
     providers: tuple[Any, Any] | None
     """The tracer and meter providers `instrument()` gets; None: tracing off."""
+    owned: tuple[Any, Any] | None = None
+    """Providers the setup uses on its own (the SDK floor's), shut down at the end."""
+
+
+@dataclass
+class _Recorded:
+    """A span one traced call made, with its children, as the SDK's exporter got it."""
+
+    name: str
+    kind: Any
+    attributes: dict[str, Any]
+    children: list[_Recorded]
+
+
+def _recording(call: Callable[[int], Any]) -> tuple[list[_Recorded], list[tuple[str, Any, Any]]]:
+    """The spans (roots, with their children) and the measurements (instrument name, value,
+    attributes) of one traced `call`."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter, reader = InMemorySpanExporter(), InMemoryMetricReader()
+    tracing = TracerProvider()
+    tracing.add_span_processor(SimpleSpanProcessor(exporter))
+    chatmemory.instrument(tracer_provider=tracing, meter_provider=MeterProvider([reader]))
+    try:
+        call(-1_000)
+    finally:
+        chatmemory.uninstrument()
+    finished = exporter.get_finished_spans()
+    made = {
+        s.context.span_id: _Recorded(s.name, s.kind, dict(s.attributes or {}), []) for s in finished
+    }
+    roots = []
+    for s in sorted(finished, key=lambda s: s.start_time or 0):
+        if s.parent is not None and s.parent.span_id in made:
+            made[s.parent.span_id].children.append(made[s.context.span_id])
+        else:
+            roots.append(made[s.context.span_id])
+    measured = []
+    data = reader.get_metrics_data()
+    for resource in data.resource_metrics if data is not None else ():
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                for point in metric.data.data_points:
+                    value = getattr(point, "sum", None) or getattr(point, "value", 0)
+                    measured.append((metric.name, value, dict(point.attributes or {})))
+    return roots, measured
+
+
+def _bare(call: Callable[[int], Any], providers: tuple[Any, Any]) -> Callable[[int], Any]:
+    """`call`, then the spans and measurements a traced call records made bare on the SDK."""
+    from opentelemetry import context, trace
+
+    spans, measured = _recording(call)
+    tracer = providers[0].get_tracer("floor")
+    meter = providers[1].get_meter("floor")
+    instruments = [
+        (meter.create_counter(name) if "evicted" in name else meter.create_histogram(name))
+        for name, _, _ in measured
+    ]
+    recorders = [
+        (getattr(instrument, "add", None) or instrument.record, value, attributes)
+        for instrument, (_, value, attributes) in zip(instruments, measured, strict=True)
+    ]
+
+    def made(span: _Recorded) -> None:
+        opened = tracer.start_span(span.name, kind=span.kind, attributes=span.attributes)
+        if span.children:
+            token = context.attach(trace.set_span_in_context(opened))
+            for child in span.children:
+                made(child)
+            context.detach(token)
+        opened.end()
+
+    def floor(i: int) -> Any:
+        answer = call(i)
+        for span in spans:
+            made(span)
+        for record, value, attributes in recorders:
+            record(value, attributes)
+        return answer
+
+    return floor
 
 
 def _sdk(batch: bool) -> tuple[Any, Any]:
@@ -141,15 +230,15 @@ def _verdict(share: float, limit: float) -> str:
 
 def _shutdown(setups: list[Setup]) -> None:
     for setup in setups:
-        if setup.providers is not None:
-            for provider in setup.providers:
+        for providers in (setup.providers, setup.owned):
+            for provider in providers or ():
                 getattr(provider, "shutdown", lambda: None)()
 
 
 def overhead(quick: bool = False) -> str:
     calls = 200 if quick else CALLS * 2
     with _store() as store:
-        names = ["plain", "off", "noop", "batch", "simple", "again"]
+        names = ["plain", "off", "noop", "batch", "simple", "floor", "again"]
         for name in names:
             _prefill(store, name, 100)
         wrapped = with_listeners(ScriptedChatModel(lambda r: ANSWER))
@@ -172,12 +261,23 @@ def overhead(quick: bool = False) -> str:
                 _service_call(store, wrapped, "simple"),
                 _sdk(batch=False),
             ),
+        ]
+        floor = _sdk(batch=True)
+        setups.append(
+            Setup(
+                "the same spans and metrics made bare on the SDK (its floor)",
+                _bare(_service_call(store, ScriptedChatModel(lambda r: ANSWER), "floor"), floor),
+                None,
+                owned=floor,
+            )
+        )
+        setups.append(
             Setup(
                 "plain, tracing off, measured again (the noise)",
                 _service_call(store, ScriptedChatModel(lambda r: ANSWER), "again"),
                 None,
-            ),
-        ]
+            )
+        )
         try:
             times = _rounds(setups, calls)
             counted = [_function_calls(setup) for setup in setups]
@@ -187,7 +287,7 @@ def overhead(quick: bool = False) -> str:
     rows = []
     for n, (setup, took, made) in enumerate(zip(setups, times, counted, strict=True)):
         share = took / base - 1
-        if n in (0, len(setups) - 1):
+        if n in (0, len(setups) - 1) or setup.owned is not None:
             goal = "—"
         elif setup.providers is None:  # off: judged by what it runs, which noise cannot move
             goal = f"+0 calls{'' if made <= base_calls else ' ✗'}"
