@@ -125,6 +125,7 @@ class Graph:
         self._at: npt.NDArray[np.intp] = np.zeros(0, dtype=np.intp)  # label -> row position
         self._followed: tuple[int, int] | None = None  # (id of the index, its change count)
         self._everyone: tuple[Any, Any] | None = None  # the live labels' selector, when some died
+        self._plain: tuple[int, Any] | None = None  # search parameters without a filter (ef)
         self.changed = False  # since it was read or saved
         self._saved = 0  # labels when it was last read or saved
         self.path: Path | None = None
@@ -138,26 +139,34 @@ class Graph:
     def near(
         self, index: VectorIndex, query: Matrix, count: int, rows: Selection | None
     ) -> Positions | None:
-        """The positions (increasing) of `index`'s rows the graph finds nearest the unit
-        `query`, among `rows`; None when the search should be exact instead (too few rows)."""
+        """The positions of `index`'s rows the graph finds nearest the unit `query` (nearest
+        first, by the graph's reckoning), among `rows`; None when the search should be exact
+        instead (too few rows)."""
         partial = rows is not None and not rows.everything
         passing = len(rows.positions) if rows is not None and partial else len(index)
         if passing < self.settings.min_rows or (partial and 8 * passing < len(index)):
             return None  # few rows (those a filter passes): exact, complete, and cheap
         self.follow(index)
-        ef = self.settings.ef_search
-        selector = None
-        if rows is not None and partial:
-            selector = self._selector(rows)
-            ef = min(4096, ef * len(index) // max(passing, 1))  # fewer pass: look further
-        elif self._everyone is not None:
-            selector = self._everyone[1]
         wanted = min(max(2 * count, 20), passing)
-        params = self._faiss.SearchParametersHNSW(sel=selector, efSearch=max(ef, wanted))
+        if rows is not None and partial:
+            ef = min(4096, self.settings.ef_search * len(index) // max(passing, 1))
+            params = self._faiss.SearchParametersHNSW(  # fewer pass: look further
+                sel=self._selector(rows), efSearch=max(ef, wanted)
+            )
+        else:
+            params = self._params(max(self.settings.ef_search, wanted))
         _, labels = self._index.search(query[None, :], wanted, params=params)
-        found = labels[0][labels[0] >= 0]
-        positions: Positions = np.sort(self._at[found])
-        return positions[positions >= 0]
+        found = self._at[labels[0][labels[0] >= 0]]
+        positions: Positions = found[found >= 0]
+        return positions
+
+    def _params(self, ef: int) -> Any:
+        """The search parameters without a filter (kept: they cost as much as a search's
+        bookkeeping to make)."""
+        if self._plain is None or self._plain[0] != ef:
+            selector = None if self._everyone is None else self._everyone[1]
+            self._plain = (ef, self._faiss.SearchParametersHNSW(sel=selector, efSearch=ef))
+        return self._plain[1]
 
     def _selector(self, rows: Selection) -> Any:
         """faiss's selector of the live labels whose rows `rows` holds (kept with `rows`)."""
@@ -195,6 +204,7 @@ class Graph:
             self.changed = True
         dead = not bool(self.live.all())
         self._everyone = None
+        self._plain = None
         if dead:
             self.forget_file()
             bits = np.packbits(self.live, bitorder="little")

@@ -79,6 +79,19 @@ class Embedding:
         object.__setattr__(embedding, "_array", array)
         return embedding
 
+    @classmethod
+    def trusted_rows(cls, matrix: npt.NDArray[Any]) -> list[Embedding]:
+        """An embedding per row of a matrix a store read back (no checks; one copy for all,
+        each embedding's array a row of it)."""
+        array = np.array(matrix, dtype=np.float64)
+        array.flags.writeable = False
+        made = []
+        for row in array:
+            embedding = object.__new__(cls)
+            object.__setattr__(embedding, "_array", row)
+            made.append(embedding)
+        return made
+
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("an Embedding cannot be changed")
 

@@ -251,6 +251,10 @@ class VectorIndex:
     def vector_at(self, position: int) -> Embedding:
         return Embedding.trusted(self._raw[position])
 
+    def embeddings(self, positions: Sequence[int]) -> list[Embedding]:
+        """The vectors at `positions`, as Embeddings (read together)."""
+        return Embedding.trusted_rows(self._raw[list(positions)])
+
     def vectors(self, positions: npt.NDArray[np.intp]) -> Matrix:
         return self._raw[positions]
 
@@ -299,15 +303,15 @@ class VectorIndex:
         if not len(self.keys) or (rows is not None and not len(rows.positions)):
             return []
         self.check(query.dimension)
-        unit = query.array / max(float(np.linalg.norm(query.array)), 1e-8)
-        q = unit.astype(np.float32)
+        given = query.array
+        q = (given / max(math.sqrt(float(given @ given)), 1e-8)).astype(np.float32)
         near = None if graph is None else graph.near(self, q, count, rows)
-        cosines: Matrix
-        chosen: Positions | None
-        if near is None:
-            cosines, chosen = self._scored(q, rows)
-        else:
-            cosines, chosen = (self._raw[near] @ q) * self._scale[near], near
+        if near is not None:  # a few candidates: scored exactly, in as few steps as can be
+            scores = ((self._raw[near] @ q) * self._scale[near] + 1.0) / 2.0
+            order = np.lexsort((near, -scores))[:count]  # best first, ties in key order
+            order = order[scores[order] >= min_score - 1e-7]
+            return self._found(near[order], scores[order])
+        cosines, chosen = self._scored(q, rows)
         scores = (cosines + 1.0) / 2.0
         passing = np.flatnonzero(scores >= min_score - 1e-7)
         if passing.size > count:
@@ -317,14 +321,14 @@ class VectorIndex:
             passing = passing[scores[passing] >= kth]
         # Best first, ties in key order (lexsort: the last key is the primary one).
         order = passing[np.lexsort((passing, -scores[passing]))][:count]
-        positions = order if chosen is None else chosen[order]
+        return self._found(order if chosen is None else chosen[order], scores[order])
+
+    def _found(self, positions: Positions, scores: Matrix) -> list[tuple[int, float, int]]:
+        """(key, score, position) of rows at `positions` scoring `scores`."""
         return [
             (k, min(1.0, s), p)
             for k, s, p in zip(
-                self.keys[positions].tolist(),
-                scores[order].tolist(),
-                positions.tolist(),
-                strict=True,
+                self.keys[positions].tolist(), scores.tolist(), positions.tolist(), strict=True
             )
         ]
 
