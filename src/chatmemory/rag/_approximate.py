@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import mmap
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,9 +34,15 @@ __all__ = ["Graph", "Hnsw"]
 
 log = logging.getLogger("chatmemory.rag")
 _INSTALL = "pip install 'chatmemory[hnsw]'"
-MAGIC = b"CMHNSW\x01\x00"
+MAGIC = b"CMHNSW\x02\x00"
 """The saved graph: MAGIC, int64 stamp, label count and dimension, the labels' keys (int64) and
-whether each is live (uint8), then faiss's serialized index."""
+whether each is live (uint8), then, from the next multiple of 64 bytes (`_index_at`), faiss's
+serialized index."""
+
+
+def _index_at(count: int) -> int:
+    """Where faiss's index starts in a saved graph of `count` labels."""
+    return -(-(32 + 9 * count) // 64) * 64
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,8 +54,10 @@ class Hnsw:
     raise it for recall (the defaults: recall@10 0.97-0.98 on clustered 384-dimension vectors
     at 100,000 rows; 64: 0.99). Building the graph costs about 15-25 s per 100,000 such rows on
     two cores (once, on the first search above `min_rows`; the SQLite store saves it beside its
-    file then, again each time it doubled and at `close()`, and the next process adds only the
-    rows it lacks). `select`, `remove_all(filter)` and full-text search stay exact."""
+    file then, again each time it doubled and at `close()`; the next process maps that file
+    rather than reading it, so opening costs nothing and only the pages searches visit are read,
+    and reads it into memory only to add the rows it lacks). `select`, `remove_all(filter)` and
+    full-text search stay exact."""
 
     min_rows: int = 20_000
     connections: int = 32
@@ -127,6 +136,9 @@ class Graph:
         self._everyone: tuple[Any, Any] | None = None  # the live labels' selector, when some died
         self._plain: tuple[int, Any] | None = None  # search parameters without a filter (ef)
         self.changed = False  # since it was read or saved
+        self._mapped: tuple[mmap.mmap, int] | None = None
+        """The saved file (and where faiss's part starts) the index is a view of, when read
+        from one: faiss cannot add to a view, so the index is read into memory first."""
         self._saved = 0  # labels when it was last read or saved
         self.path: Path | None = None
         """Where it is saved (beside a SQLite file): removed as soon as it holds a row that
@@ -195,6 +207,7 @@ class Graph:
         top = int(self.keys[-1]) if len(self.keys) else -(2**62)
         start = int(np.searchsorted(keys, top, side="right"))
         if start < len(keys):
+            self._own()
             _, scale, raw = index.parts()
             unit = raw[start:] * scale[start:, None]
             self._index.add(np.ascontiguousarray(unit, dtype=np.float32))
@@ -221,11 +234,24 @@ class Graph:
         self._index = self._faiss.IndexHNSWFlat(
             int(index.dimension or 1), settings.connections, self._faiss.METRIC_INNER_PRODUCT
         )
+        self._mapped = None  # the view (if any) went with the index it held
         self._index.hnsw.efConstruction = settings.ef_construction
         self.keys = np.zeros(0, dtype=np.int64)
         self.live = np.zeros(0, dtype=np.bool_)
         self._at = np.zeros(0, dtype=np.intp)
         self.changed = True
+
+    def _own(self) -> None:
+        """Read the index into memory when it is a view of its file (copied in steps from the
+        mapping, which then goes: the view index goes first, so no search reads it after)."""
+        if self._mapped is None:
+            return
+        mapped, start = self._mapped
+        mapped.seek(start)
+        index = self._faiss.read_index(self._faiss.PyCallbackIOReader(mapped.read))
+        index.hnsw.efConstruction = self.settings.ef_construction
+        self._index = index
+        self._mapped = None
 
     # -- beside a file
 
@@ -254,13 +280,13 @@ class Graph:
         next process a build)."""
         partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
         try:
-            data = self._faiss.serialize_index(self._index)
             with partial.open("wb") as file:
                 head = np.array([self.stamp, len(self.keys), self._index.d], dtype=np.int64)
                 file.write(MAGIC + head.tobytes())
                 file.write(self.keys.tobytes())
                 file.write(self.live.astype(np.uint8).tobytes())
-                file.write(np.asarray(data).tobytes())
+                file.write(bytes(_index_at(len(self.keys)) - file.tell()))
+                self._faiss.write_index(self._index, self._faiss.PyCallbackIOWriter(file.write))
             os.replace(partial, path)
             self.changed = False
             self._saved = len(self)
@@ -272,31 +298,40 @@ class Graph:
     @classmethod
     def load(cls, path: Path, settings: Hnsw, dimension: int, stamp: int) -> Graph | None:
         """The graph saved at `path`, when it is one of `stamp` and `dimension` (else None:
-        stale, or not there)."""
+        stale, or not there). faiss's part is mapped, not read: its pages are read as searches
+        visit them (a view of the file, owned by the graph until it changes)."""
         try:
-            blob = path.read_bytes()
-        except OSError:
+            with path.open("rb") as file:
+                mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):  # ValueError: an empty file
             return None
+        blob = np.frombuffer(mapped, dtype=np.uint8)
+        if len(blob) < 32 or bytes(blob[:8]) != MAGIC:
+            return None
+        saved, count, width = blob[8:32].view(np.int64).tolist()
+        if saved != stamp or width != dimension or not 0 <= count <= len(blob) // 9:
+            return None
+        start = _index_at(count)
+        if len(blob) <= start:
+            return None
+        graph = cls(settings, dimension, stamp)
+        faiss = graph._faiss
+        data = blob[start:]
         try:
-            if blob[:8] != MAGIC:
-                return None
-            saved, count, width = np.frombuffer(blob, dtype=np.int64, count=3, offset=8).tolist()
-            if saved != stamp or width != dimension:
-                return None
-            start = 8 + 24
-            keys = np.frombuffer(blob, dtype=np.int64, count=count, offset=start).copy()
-            live = np.frombuffer(blob, dtype=np.uint8, count=count, offset=start + 8 * count)
-            graph = cls(settings, dimension, stamp)
-            index = graph._faiss.deserialize_index(
-                np.frombuffer(blob, dtype=np.uint8, offset=start + 9 * count)
-            )
-        except (ValueError, RuntimeError):  # a damaged or foreign file: built again
+            index = faiss.read_index(faiss.ZeroCopyIOReader(faiss.swig_ptr(data), data.size))
+        except RuntimeError:  # a damaged or foreign file: built again
             return None
-        if index.ntotal != count or index.d != dimension:
+        if (
+            not isinstance(index, faiss.IndexHNSWFlat)
+            or index.ntotal != count
+            or index.d != dimension
+        ):
             return None
+        keys = blob[32 : 32 + 8 * count].view(np.int64).copy()
+        live = blob[32 + 8 * count : 32 + 9 * count].astype(np.bool_)
         index.hnsw.efConstruction = settings.ef_construction
-        graph._index = index
-        graph.keys, graph.live = keys, live.astype(np.bool_)
+        graph._index, graph._mapped = index, (mapped, start)
+        graph.keys, graph.live = keys, live
         graph._saved = count
         graph._at = np.full(count, -1, dtype=np.intp)
         return graph
