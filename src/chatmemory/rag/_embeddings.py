@@ -83,7 +83,7 @@ class Embedding:
     def trusted_rows(cls, matrix: npt.NDArray[Any]) -> list[Embedding]:
         """An embedding per row of a matrix a store read back (no checks; one copy for all,
         each embedding's array a row of it)."""
-        array = np.array(matrix, dtype=np.float64)
+        array = matrix.astype(np.float64)  # a copy, always
         array.flags.writeable = False
         made = []
         for row in array:
