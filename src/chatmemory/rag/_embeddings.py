@@ -79,19 +79,6 @@ class Embedding:
         object.__setattr__(embedding, "_array", array)
         return embedding
 
-    @classmethod
-    def trusted_rows(cls, matrix: npt.NDArray[Any]) -> list[Embedding]:
-        """An embedding per row of a matrix a store read back (no checks; one copy for all,
-        each embedding's array a row of it)."""
-        array = matrix.astype(np.float64)  # a copy, always
-        array.flags.writeable = False
-        made = []
-        for row in array:
-            embedding = object.__new__(cls)
-            object.__setattr__(embedding, "_array", row)
-            made.append(embedding)
-        return made
-
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("an Embedding cannot be changed")
 
@@ -126,6 +113,19 @@ class Embedding:
     def normalized(self) -> Embedding:
         norm = float(np.linalg.norm(self._array))
         return self if norm == 0 else Embedding.trusted(self._array / norm)
+
+
+def trusted_rows(matrix: npt.NDArray[Any]) -> list[Embedding]:
+    """An embedding per row of a matrix a store read back (no checks, as `Embedding.trusted`;
+    one copy for all, each embedding's array a row of it)."""
+    array = matrix.astype(np.float64)  # a copy, always
+    array.flags.writeable = False
+    made = []
+    for row in array:
+        embedding = object.__new__(Embedding)
+        object.__setattr__(embedding, "_array", row)
+        made.append(embedding)
+    return made
 
 
 def cosine_similarity(a: Embedding, b: Embedding) -> float:

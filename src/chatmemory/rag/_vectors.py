@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import ConfigurationError
-from ._embeddings import NOT_FINITE, Embedding, check_metadata
+from ._embeddings import NOT_FINITE, Embedding, check_metadata, trusted_rows
 from ._filters import And, Compare, Filter, In, Not, Or, _kind
 from ._values import TextSegment
 
@@ -253,7 +253,7 @@ class VectorIndex:
 
     def embeddings(self, positions: Sequence[int]) -> list[Embedding]:
         """The vectors at `positions`, as Embeddings (read together)."""
-        return Embedding.trusted_rows(self._raw.take(positions, axis=0))
+        return trusted_rows(self._raw.take(positions, axis=0))
 
     def vectors(self, positions: npt.NDArray[np.intp]) -> Matrix:
         return self._raw[positions]
