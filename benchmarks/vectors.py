@@ -11,7 +11,8 @@ ingest (vectors per second, with the metadata), open an existing store in a new 
 answer one query (ms after the imports: the first process after the writes / the next one, and
 the peak RSS), then warm queries p50 (top 10) with no filter and with each filter, each with
 recall@10 against exact brute force. numpy and faiss run on one thread. A second table sets
-issue 27's goals beside our numbers and the best peer's.
+issue 27's goals beside our numbers and the best peer's. To run some rows only (while working on
+one store): CHATMEMORY_BENCH_VECTORS=hnsw (comma-separated parts of the rows' names).
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ FILTERS: tuple[tuple[str, str | None, int], ...] = (
     ("10 %", "tenth", 3),
     ("0.1 %", "thousandth", 7),
 )
+ONLY = "CHATMEMORY_BENCH_VECTORS"
+"""Parts of the names of the rows to run (comma-separated; all when unset)."""
 MODULO = {"one": 1, "tenth": 10, "thousandth": 1000}
 
 
@@ -390,7 +393,9 @@ def _goals(rows: list[list[str]]) -> list[list[str]]:
     for what, store, column, written, goal, higher in GOALS:
         at = COLUMNS[column]
         ours = by_name.get(store)
-        mine = _number(ours[at]) if ours else None
+        if ours is None:  # not run (CHATMEMORY_BENCH_VECTORS)
+            continue
+        mine = _number(ours[at])
         found = [(n, r[0]) for r in peers if (n := _number(r[at])) and n[1] >= 0.95]
         best = (max if higher else min)(found, default=None, key=lambda f: f[0][0])
         met = (
@@ -401,7 +406,7 @@ def _goals(rows: list[list[str]]) -> list[list[str]]:
         lines.append(
             [
                 what,
-                ours[at] if ours else "-",
+                ours[at],
                 written,
                 "✓" if met else "✗",
                 f"{best[1]}: {best[0][0]:,.2f}" if best else "-",
@@ -415,8 +420,11 @@ def run(quick: bool = False) -> Iterator[str]:
     vectors = unit_vectors(size, seed=1)
     with contextlib.suppress(ImportError):
         _peer("threadpoolctl").threadpool_limits(1)
+    only = [part.strip().lower() for part in os.environ.get(ONLY, "").split(",") if part.strip()]
     rows = []
     for name, load, reopen, module in PEERS:
+        if only and not any(part in name.lower() for part in only):
+            continue
         if module is not None:
             try:
                 _peer(module)

@@ -182,6 +182,21 @@ def test_the_sqlite_store_keeps_its_graph_beside_the_file_while_in_step(tmp_path
         assert search(store, target, top=1)[0][0] == "5"
 
 
+def test_a_saved_graph_read_back_follows_the_rows_the_next_process_adds(tmp_path: Path) -> None:
+    path, settings = tmp_path / "v.db", Hnsw(min_rows=500)
+    with SqliteEmbeddingStore(path, approximate=settings) as store:
+        store.add_all(VECTORS[:2_000], SEGMENTS[:2_000], ids=IDS[:2_000])
+        search(store, QUERIES[0])  # built and saved
+    with SqliteEmbeddingStore(path, approximate=settings) as store:
+        search(store, QUERIES[0])  # the saved graph, read back (a view of the file)
+        store.add_all(VECTORS[2_000:], SEGMENTS[2_000:], ids=IDS[2_000:])
+        assert search(store, VECTORS[2_500], top=1)[0][0] == "2500"
+        expected = search(store, QUERIES[1])
+    with SqliteEmbeddingStore(path, approximate=settings) as store:
+        assert search(store, QUERIES[1]) == expected  # saved at close with the new rows
+        assert search(store, VECTORS[2_999], top=1)[0][0] == "2999"
+
+
 def test_a_saved_graph_of_another_shape_or_damaged_is_built_again(tmp_path: Path) -> None:
     path, settings = tmp_path / "v.db", Hnsw(min_rows=500)
     graph = Path(f"{path}-embeddings.hnsw")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import mmap
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,9 +34,15 @@ __all__ = ["Graph", "Hnsw"]
 
 log = logging.getLogger("chatmemory.rag")
 _INSTALL = "pip install 'chatmemory[hnsw]'"
-MAGIC = b"CMHNSW\x01\x00"
+MAGIC = b"CMHNSW\x02\x00"
 """The saved graph: MAGIC, int64 stamp, label count and dimension, the labels' keys (int64) and
-whether each is live (uint8), then faiss's serialized index."""
+whether each is live (uint8), then, from the next multiple of 64 bytes (`_index_at`), faiss's
+serialized index."""
+
+
+def _index_at(count: int) -> int:
+    """Where faiss's index starts in a saved graph of `count` labels."""
+    return -(-(32 + 9 * count) // 64) * 64
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,8 +54,10 @@ class Hnsw:
     raise it for recall (the defaults: recall@10 0.97-0.98 on clustered 384-dimension vectors
     at 100,000 rows; 64: 0.99). Building the graph costs about 15-25 s per 100,000 such rows on
     two cores (once, on the first search above `min_rows`; the SQLite store saves it beside its
-    file then, again each time it doubled and at `close()`, and the next process adds only the
-    rows it lacks). `select`, `remove_all(filter)` and full-text search stay exact."""
+    file then, again each time it doubled and at `close()`; the next process maps that file
+    rather than reading it, so opening costs nothing and only the pages searches visit are read,
+    and reads it into memory only to add the rows it lacks). `select`, `remove_all(filter)` and
+    full-text search stay exact."""
 
     min_rows: int = 20_000
     connections: int = 32
@@ -125,7 +134,11 @@ class Graph:
         self._at: npt.NDArray[np.intp] = np.zeros(0, dtype=np.intp)  # label -> row position
         self._followed: tuple[int, int] | None = None  # (id of the index, its change count)
         self._everyone: tuple[Any, Any] | None = None  # the live labels' selector, when some died
+        self._plain: tuple[int, Any] | None = None  # search parameters without a filter (ef)
         self.changed = False  # since it was read or saved
+        self._mapped: tuple[mmap.mmap, int] | None = None
+        """The saved file (and where faiss's part starts) the index is a view of, when read
+        from one: faiss cannot add to a view, so the index is read into memory first."""
         self._saved = 0  # labels when it was last read or saved
         self.path: Path | None = None
         """Where it is saved (beside a SQLite file): removed as soon as it holds a row that
@@ -138,26 +151,51 @@ class Graph:
     def near(
         self, index: VectorIndex, query: Matrix, count: int, rows: Selection | None
     ) -> Positions | None:
-        """The positions (increasing) of `index`'s rows the graph finds nearest the unit
-        `query`, among `rows`; None when the search should be exact instead (too few rows)."""
+        """The positions of `index`'s rows the graph finds nearest the unit `query` (one
+        contiguous float32 row, as `VectorIndex.top` makes it), nearest first by the graph's
+        reckoning, among `rows`; None when the search should be exact instead (too few rows)."""
         partial = rows is not None and not rows.everything
         passing = len(rows.positions) if rows is not None and partial else len(index)
         if passing < self.settings.min_rows or (partial and 8 * passing < len(index)):
             return None  # few rows (those a filter passes): exact, complete, and cheap
         self.follow(index)
-        ef = self.settings.ef_search
-        selector = None
-        if rows is not None and partial:
-            selector = self._selector(rows)
-            ef = min(4096, ef * len(index) // max(passing, 1))  # fewer pass: look further
-        elif self._everyone is not None:
-            selector = self._everyone[1]
         wanted = min(max(2 * count, 20), passing)
-        params = self._faiss.SearchParametersHNSW(sel=selector, efSearch=max(ef, wanted))
-        _, labels = self._index.search(query[None, :], wanted, params=params)
-        found = labels[0][labels[0] >= 0]
-        positions: Positions = np.sort(self._at[found])
-        return positions[positions >= 0]
+        if rows is not None and partial:
+            ef = min(4096, self.settings.ef_search * len(index) // max(passing, 1))
+            params = self._faiss.SearchParametersHNSW(  # fewer pass: look further
+                sel=self._selector(rows), efSearch=max(ef, wanted)
+            )
+        else:
+            params = self._params(max(self.settings.ef_search, wanted))
+        # faiss's search without its Python wrapper (its checks and copies cost a sixth of a
+        # search with cold caches): it reads d float32s from where `query` starts.
+        if (
+            query.shape != (self._index.d,)
+            or query.dtype != np.float32
+            or not query.flags.c_contiguous
+        ):
+            raise ValueError(f"a graph of width {self._index.d} got a query of {query.shape}")
+        faiss, distances = self._faiss, np.empty(wanted, dtype=np.float32)
+        labels = np.empty(wanted, dtype=np.int64)
+        self._index.search_c(
+            1,
+            faiss.swig_ptr(query),
+            wanted,
+            faiss.swig_ptr(distances),
+            faiss.swig_ptr(labels),
+            params,
+        )
+        found = self._at[labels[labels >= 0]]
+        positions: Positions = found[found >= 0]
+        return positions
+
+    def _params(self, ef: int) -> Any:
+        """The search parameters without a filter (kept: they cost as much as a search's
+        bookkeeping to make)."""
+        if self._plain is None or self._plain[0] != ef:
+            selector = None if self._everyone is None else self._everyone[1]
+            self._plain = (ef, self._faiss.SearchParametersHNSW(sel=selector, efSearch=ef))
+        return self._plain[1]
 
     def _selector(self, rows: Selection) -> Any:
         """faiss's selector of the live labels whose rows `rows` holds (kept with `rows`)."""
@@ -186,6 +224,7 @@ class Graph:
         top = int(self.keys[-1]) if len(self.keys) else -(2**62)
         start = int(np.searchsorted(keys, top, side="right"))
         if start < len(keys):
+            self._own()
             _, scale, raw = index.parts()
             unit = raw[start:] * scale[start:, None]
             self._index.add(np.ascontiguousarray(unit, dtype=np.float32))
@@ -195,6 +234,7 @@ class Graph:
             self.changed = True
         dead = not bool(self.live.all())
         self._everyone = None
+        self._plain = None
         if dead:
             self.forget_file()
             bits = np.packbits(self.live, bitorder="little")
@@ -211,11 +251,24 @@ class Graph:
         self._index = self._faiss.IndexHNSWFlat(
             int(index.dimension or 1), settings.connections, self._faiss.METRIC_INNER_PRODUCT
         )
+        self._mapped = None  # the view (if any) went with the index it held
         self._index.hnsw.efConstruction = settings.ef_construction
         self.keys = np.zeros(0, dtype=np.int64)
         self.live = np.zeros(0, dtype=np.bool_)
         self._at = np.zeros(0, dtype=np.intp)
         self.changed = True
+
+    def _own(self) -> None:
+        """Read the index into memory when it is a view of its file (copied in steps from the
+        mapping, which then goes: the view index goes first, so no search reads it after)."""
+        if self._mapped is None:
+            return
+        mapped, start = self._mapped
+        mapped.seek(start)
+        index = self._faiss.read_index(self._faiss.PyCallbackIOReader(mapped.read))
+        index.hnsw.efConstruction = self.settings.ef_construction
+        self._index = index
+        self._mapped = None
 
     # -- beside a file
 
@@ -244,13 +297,13 @@ class Graph:
         next process a build)."""
         partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
         try:
-            data = self._faiss.serialize_index(self._index)
             with partial.open("wb") as file:
                 head = np.array([self.stamp, len(self.keys), self._index.d], dtype=np.int64)
                 file.write(MAGIC + head.tobytes())
                 file.write(self.keys.tobytes())
                 file.write(self.live.astype(np.uint8).tobytes())
-                file.write(np.asarray(data).tobytes())
+                file.write(bytes(_index_at(len(self.keys)) - file.tell()))
+                self._faiss.write_index(self._index, self._faiss.PyCallbackIOWriter(file.write))
             os.replace(partial, path)
             self.changed = False
             self._saved = len(self)
@@ -262,31 +315,40 @@ class Graph:
     @classmethod
     def load(cls, path: Path, settings: Hnsw, dimension: int, stamp: int) -> Graph | None:
         """The graph saved at `path`, when it is one of `stamp` and `dimension` (else None:
-        stale, or not there)."""
+        stale, or not there). faiss's part is mapped, not read: its pages are read as searches
+        visit them (a view of the file, owned by the graph until it changes)."""
         try:
-            blob = path.read_bytes()
-        except OSError:
+            with path.open("rb") as file:
+                mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):  # ValueError: an empty file
             return None
+        blob = np.frombuffer(mapped, dtype=np.uint8)
+        if len(blob) < 32 or bytes(blob[:8]) != MAGIC:
+            return None
+        saved, count, width = blob[8:32].view(np.int64).tolist()
+        if saved != stamp or width != dimension or not 0 <= count <= len(blob) // 9:
+            return None
+        start = _index_at(count)
+        if len(blob) <= start:
+            return None
+        graph = cls(settings, dimension, stamp)
+        faiss = graph._faiss
+        data = blob[start:]
         try:
-            if blob[:8] != MAGIC:
-                return None
-            saved, count, width = np.frombuffer(blob, dtype=np.int64, count=3, offset=8).tolist()
-            if saved != stamp or width != dimension:
-                return None
-            start = 8 + 24
-            keys = np.frombuffer(blob, dtype=np.int64, count=count, offset=start).copy()
-            live = np.frombuffer(blob, dtype=np.uint8, count=count, offset=start + 8 * count)
-            graph = cls(settings, dimension, stamp)
-            index = graph._faiss.deserialize_index(
-                np.frombuffer(blob, dtype=np.uint8, offset=start + 9 * count)
-            )
-        except (ValueError, RuntimeError):  # a damaged or foreign file: built again
+            index = faiss.read_index(faiss.ZeroCopyIOReader(faiss.swig_ptr(data), data.size))
+        except RuntimeError:  # a damaged or foreign file: built again
             return None
-        if index.ntotal != count or index.d != dimension:
+        if (
+            not isinstance(index, faiss.IndexHNSWFlat)
+            or index.ntotal != count
+            or index.d != dimension
+        ):
             return None
+        keys = blob[32 : 32 + 8 * count].view(np.int64).copy()
+        live = blob[32 + 8 * count : 32 + 9 * count].astype(np.bool_)
         index.hnsw.efConstruction = settings.ef_construction
-        graph._index = index
-        graph.keys, graph.live = keys, live.astype(np.bool_)
+        graph._index, graph._mapped = index, (mapped, start)
+        graph.keys, graph.live = keys, live
         graph._saved = count
         graph._at = np.full(count, -1, dtype=np.intp)
         return graph

@@ -115,6 +115,19 @@ class Embedding:
         return self if norm == 0 else Embedding.trusted(self._array / norm)
 
 
+def trusted_rows(matrix: npt.NDArray[Any]) -> list[Embedding]:
+    """An embedding per row of a matrix a store read back (no checks, as `Embedding.trusted`;
+    one copy for all, each embedding's array a row of it)."""
+    array = matrix.astype(np.float64)  # a copy, always
+    array.flags.writeable = False
+    made = []
+    for row in array:
+        embedding = object.__new__(Embedding)
+        object.__setattr__(embedding, "_array", row)
+        made.append(embedding)
+    return made
+
+
 def cosine_similarity(a: Embedding, b: Embedding) -> float:
     """Cosine of the angle between `a` and `b` (the denominator floored at 1e-8)."""
     if a.dimension != b.dimension:

@@ -131,9 +131,13 @@ class InMemoryEmbeddingStore(SingleWrites):
         chosen: list[int] = self._index.keys[self._selection(condition).positions].tolist()
         return chosen
 
-    def _match(self, key: int, score: float, position: int) -> EmbeddingMatch:
-        row_id, segment = self._rows[key]
-        return EmbeddingMatch(score, row_id, self._index.vector_at(position), segment)
+    def _matches(self, found: list[tuple[int, float, int]]) -> list[EmbeddingMatch]:
+        """The matches of rows found as (key, score, position)."""
+        rows, vectors = self._rows, self._index.embeddings([at for _, _, at in found])
+        return [
+            EmbeddingMatch(score, rows[key][0], vector, rows[key][1])
+            for (key, score, _), vector in zip(found, vectors, strict=True)
+        ]
 
     def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult:
         if not isinstance(request, EmbeddingSearchRequest):
@@ -148,7 +152,7 @@ class InMemoryEmbeddingStore(SingleWrites):
             found = self._index.top(
                 request.query_embedding, request.max_results, request.min_score, rows, self._graph
             )
-            return EmbeddingSearchResult(tuple(self._match(*match) for match in found))
+            return EmbeddingSearchResult(tuple(self._matches(found)))
 
     def search_text(
         self, text: str, *, max_results: int = 3, filter: Filter | None = None
@@ -160,10 +164,8 @@ class InMemoryEmbeddingStore(SingleWrites):
             if self._bm25 is None:
                 self._bm25 = Bm25([self._rows[k][1] for k in keys])
             allowed = None if filter is None else self._selection(filter).mask
-            return [
-                self._match(keys[n], score, n)
-                for score, n in self._bm25.rank(text, max_results, allowed)
-            ]
+            ranked = self._bm25.rank(text, max_results, allowed)
+            return self._matches([(keys[n], score, n) for score, n in ranked])
 
     def remove_all(
         self, ids: Sequence[str] | Filter | _Unset = UNSET, *, filter: Filter | _Unset = UNSET

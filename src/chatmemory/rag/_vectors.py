@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import ConfigurationError
-from ._embeddings import NOT_FINITE, Embedding, check_metadata
+from ._embeddings import NOT_FINITE, Embedding, check_metadata, trusted_rows
 from ._filters import And, Compare, Filter, In, Not, Or, _kind
 from ._values import TextSegment
 
@@ -251,6 +251,10 @@ class VectorIndex:
     def vector_at(self, position: int) -> Embedding:
         return Embedding.trusted(self._raw[position])
 
+    def embeddings(self, positions: Sequence[int]) -> list[Embedding]:
+        """The vectors at `positions`, as Embeddings (read together)."""
+        return trusted_rows(self._raw.take(positions, axis=0))
+
     def vectors(self, positions: npt.NDArray[np.intp]) -> Matrix:
         return self._raw[positions]
 
@@ -299,15 +303,18 @@ class VectorIndex:
         if not len(self.keys) or (rows is not None and not len(rows.positions)):
             return []
         self.check(query.dimension)
-        unit = query.array / max(float(np.linalg.norm(query.array)), 1e-8)
-        q = unit.astype(np.float32)
+        given = query.array
+        q = (given / max(math.sqrt(float(given @ given)), 1e-8)).astype(np.float32)
         near = None if graph is None else graph.near(self, q, count, rows)
-        cosines: Matrix
-        chosen: Positions | None
-        if near is None:
-            cosines, chosen = self._scored(q, rows)
-        else:
-            cosines, chosen = (self._raw[near] @ q) * self._scale[near], near
+        if near is not None:
+            # A few candidates, scored exactly and ordered as Python lists: with cold caches
+            # each numpy call costs microseconds, more than ordering twenty numbers.
+            scores = (((self._raw[near] @ q) * self._scale[near] + 1.0) / 2.0).tolist()
+            at, keys = near.tolist(), self.keys[near].tolist()
+            best = sorted(range(len(at)), key=lambda n: (-scores[n], at[n]))[:count]
+            low = min_score - 1e-7
+            return [(keys[n], min(1.0, scores[n]), at[n]) for n in best if scores[n] >= low]
+        cosines, chosen = self._scored(q, rows)
         scores = (cosines + 1.0) / 2.0
         passing = np.flatnonzero(scores >= min_score - 1e-7)
         if passing.size > count:
@@ -317,14 +324,14 @@ class VectorIndex:
             passing = passing[scores[passing] >= kth]
         # Best first, ties in key order (lexsort: the last key is the primary one).
         order = passing[np.lexsort((passing, -scores[passing]))][:count]
-        positions = order if chosen is None else chosen[order]
+        return self._found(order if chosen is None else chosen[order], scores[order])
+
+    def _found(self, positions: Positions, scores: Matrix) -> list[tuple[int, float, int]]:
+        """(key, score, position) of rows at `positions` scoring `scores`."""
         return [
             (k, min(1.0, s), p)
             for k, s, p in zip(
-                self.keys[positions].tolist(),
-                scores[order].tolist(),
-                positions.tolist(),
-                strict=True,
+                self.keys[positions].tolist(), scores.tolist(), positions.tolist(), strict=True
             )
         ]
 

@@ -145,6 +145,8 @@ class SqliteEmbeddingStore(SingleWrites):
         self.table = table
         self.approximate = check_hnsw(approximate)
         self._graph: Graph | None = None
+        self._updates: tuple[int, int] | None = None  # (data_version, the table's count
+        # of in-place updates then): what a graph must have been built at
         self._owned = not isinstance(path, sqlite3.Connection)
         self.path = "<connection>" if isinstance(path, sqlite3.Connection) else str(path)
         try:
@@ -366,8 +368,12 @@ class SqliteEmbeddingStore(SingleWrites):
                     found = [(k, score, at[k]) for k, score in order[: request.max_results]]
                 rows = self._read([k for k, _, _ in found])
                 if all(k in rows for k, _, _ in found):  # then no row left: positions hold
+                    embeddings = self._cache.embeddings([at for _, _, at in found])
                     return EmbeddingSearchResult(
-                        tuple(self._match(rows[k], score, k, at) for k, score, at in found)
+                        tuple(
+                            EmbeddingMatch(score, rows[k][0], vector, rows[k][1])
+                            for (k, score, _), vector in zip(found, embeddings, strict=True)
+                        )
                     )
 
     def _ranked(self, request: EmbeddingSearchRequest, count: int) -> list[tuple[int, float, int]]:
@@ -387,11 +393,16 @@ class SqliteEmbeddingStore(SingleWrites):
         updated a row of the table in place (the state table counts such updates)."""
         if self.approximate is None or len(self._cache) < self.approximate.min_rows:
             return None
-        (stamp,) = self._db.execute(
-            f"SELECT coalesce(max(value), 0) FROM {self.table}_state WHERE name = 'updates'"
-        ).fetchone()
+        version, known = self._version, self._updates
+        if not self._owned or version is None or known is None or known[0] != version:
+            # On its own connection, only another's commit (a new data_version) can count an
+            # update: this store never updates a row in place.
+            (stamp,) = self._db.execute(
+                f"SELECT coalesce(max(value), 0) FROM {self.table}_state WHERE name = 'updates'"
+            ).fetchone()
+            known = self._updates = (-1 if version is None else version, int(stamp))
         self._graph = Graph.kept(
-            self.approximate, self._cache, self._graph, int(stamp), self._graph_path
+            self.approximate, self._cache, self._graph, known[1], self._graph_path
         )
         return self._graph
 
