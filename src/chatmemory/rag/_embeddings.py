@@ -182,6 +182,20 @@ class EmbeddingSearchRequest:
             object.__setattr__(self, "query", None)  # no words: a vector search alone
 
 
+def embedding_rows(matrix: npt.NDArray[Any]) -> list[Embedding]:
+    """An embedding per row of `matrix` (vectors a store read back; no checks), each a
+    read-only view of one float64 copy of them all: one conversion for a search's results,
+    not one per match."""
+    array = np.array(matrix, dtype=np.float64)
+    array.flags.writeable = False
+    made = []
+    for row in array:
+        embedding = object.__new__(Embedding)
+        object.__setattr__(embedding, "_array", row)
+        made.append(embedding)
+    return made
+
+
 @dataclass(frozen=True, slots=True)
 class EmbeddingMatch:
     """One stored embedding a search found, with its relevance `score` (0..1)."""

@@ -148,7 +148,13 @@ class InMemoryEmbeddingStore(SingleWrites):
             found = self._index.top(
                 request.query_embedding, request.max_results, request.min_score, rows, self._graph
             )
-            return EmbeddingSearchResult(tuple(self._match(*match) for match in found))
+            vectors = self._index.embeddings_at([position for _, _, position in found])
+            return EmbeddingSearchResult(
+                tuple(
+                    EmbeddingMatch(score, self._rows[key][0], vector, self._rows[key][1])
+                    for (key, score, _), vector in zip(found, vectors, strict=True)
+                )
+            )
 
     def search_text(
         self, text: str, *, max_results: int = 3, filter: Filter | None = None

@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import ConfigurationError
-from ._embeddings import NOT_FINITE, Embedding, check_metadata
+from ._embeddings import NOT_FINITE, Embedding, check_metadata, embedding_rows
 from ._filters import And, Compare, Filter, In, Not, Or, _kind
 from ._values import TextSegment
 
@@ -251,6 +251,10 @@ class VectorIndex:
     def vector_at(self, position: int) -> Embedding:
         return Embedding.trusted(self._raw[position])
 
+    def embeddings_at(self, positions: Sequence[int]) -> list[Embedding]:
+        """The vectors at `positions` as Embeddings (one copy of them all)."""
+        return embedding_rows(self._raw[np.asarray(positions, dtype=np.intp)])
+
     def vectors(self, positions: npt.NDArray[np.intp]) -> Matrix:
         return self._raw[positions]
 
@@ -269,11 +273,15 @@ class VectorIndex:
     def _scored(self, q: Matrix, rows: Selection | None) -> tuple[Matrix, Positions | None]:
         """The cosines of `rows` (every row when None), and their positions (None: all)."""
         if rows is None or rows.everything:
-            return (self._raw @ q) * self._scale, None
+            cosines = self._raw @ q
+            cosines *= self._scale
+            return cosines, None
         chosen = rows.positions
         if 4 * len(chosen) >= len(self.keys):
             # Most rows pass: scoring them all beats copying them out of the matrix.
-            return ((self._raw @ q) * self._scale)[chosen], chosen
+            cosines = self._raw @ q
+            cosines *= self._scale
+            return cosines[chosen], chosen
         if rows.vectors is None and self._copied + chosen.size * self._raw.shape[1] * 4 <= (
             self._raw.nbytes // 2
         ):
@@ -282,8 +290,12 @@ class VectorIndex:
             rows.vectors, rows.scale = self._raw[chosen], self._scale[chosen]
             self._copied += rows.held
         if rows.vectors is not None and rows.scale is not None:
-            return (rows.vectors @ q) * rows.scale, chosen
-        return (self._raw[chosen] @ q) * self._scale[chosen], chosen
+            cosines = rows.vectors @ q
+            cosines *= rows.scale
+        else:
+            cosines = self._raw[chosen] @ q
+            cosines *= self._scale[chosen]
+        return cosines, chosen
 
     def top(
         self,
@@ -299,34 +311,52 @@ class VectorIndex:
         if not len(self.keys) or (rows is not None and not len(rows.positions)):
             return []
         self.check(query.dimension)
-        unit = query.array / max(float(np.linalg.norm(query.array)), 1e-8)
-        q = unit.astype(np.float32)
+        array = query.array
+        q = (array / max(math.sqrt(float(array @ array)), 1e-8)).astype(np.float32)
         near = None if graph is None else graph.near(self, q, count, rows)
         cosines: Matrix
         chosen: Positions | None
         if near is None:
             cosines, chosen = self._scored(q, rows)
         else:
-            cosines, chosen = (self._raw[near] @ q) * self._scale[near], near
-        scores = (cosines + 1.0) / 2.0
-        passing = np.flatnonzero(scores >= min_score - 1e-7)
-        if passing.size > count:
-            # Every row scoring at least the count-th score stays, so a tie at the cut goes to
-            # the row added first (argpartition alone would pick among equals at random).
-            kth = np.partition(scores[passing], passing.size - count)[passing.size - count]
-            passing = passing[scores[passing] >= kth]
-        # Best first, ties in key order (lexsort: the last key is the primary one).
-        order = passing[np.lexsort((passing, -scores[passing]))][:count]
+            cosines = self._raw[near] @ q
+            cosines *= self._scale[near]
+            chosen = near
+        order = _best(cosines, count)
         positions = order if chosen is None else chosen[order]
+        # The relevance score, (cos + 1) / 2, of the rows returned only; `min_score` cuts the
+        # best rows, which are the best of the rows scoring at least that.
+        scores = (cosines[order] + 1.0) / 2.0
+        floor = min_score - 1e-7
         return [
             (k, min(1.0, s), p)
             for k, s, p in zip(
-                self.keys[positions].tolist(),
-                scores[order].tolist(),
-                positions.tolist(),
-                strict=True,
+                self.keys[positions].tolist(), scores.tolist(), positions.tolist(), strict=True
             )
+            if s >= floor
         ]
+
+
+def _best(cosines: Matrix, count: int) -> Positions:
+    """The positions of the `count` highest cosines, best first, ties in position (key) order.
+    Every row scoring at least the count-th cosine is kept before the sort, so a tie at the cut
+    goes to the row added first (argpartition alone would pick among equals at random); a
+    few rows are sorted at once (each numpy call costs more than sorting them)."""
+    size = len(cosines)
+    if size <= _SORTED_AT_ONCE:
+        best: Positions = np.argsort(-cosines, kind="stable")[:count]
+        return best
+    if size > count:
+        kth = np.partition(cosines, size - count)[size - count]
+        passing = np.flatnonzero(cosines >= kth)
+    else:
+        passing = np.arange(size)
+    best = passing[np.argsort(-cosines[passing], kind="stable")[:count]]
+    return best
+
+
+_SORTED_AT_ONCE = 256
+"""Up to this many candidates, one stable sort of them all picks the best."""
 
 
 Positions = npt.NDArray[np.intp]

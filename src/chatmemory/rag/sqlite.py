@@ -366,8 +366,12 @@ class SqliteEmbeddingStore(SingleWrites):
                     found = [(k, score, at[k]) for k, score in order[: request.max_results]]
                 rows = self._read([k for k, _, _ in found])
                 if all(k in rows for k, _, _ in found):  # then no row left: positions hold
+                    embeddings = self._cache.embeddings_at([at for _, _, at in found])
                     return EmbeddingSearchResult(
-                        tuple(self._match(rows[k], score, k, at) for k, score, at in found)
+                        tuple(
+                            EmbeddingMatch(score, rows[k][0], vector, rows[k][1])
+                            for (k, score, _), vector in zip(found, embeddings, strict=True)
+                        )
                     )
 
     def _ranked(self, request: EmbeddingSearchRequest, count: int) -> list[tuple[int, float, int]]:
