@@ -10,13 +10,14 @@ search answers the same on every store and every run.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import heapq
 import itertools
 import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -203,19 +204,31 @@ class VectorIndex:
         self._scale = self._scale_rows[:end]
 
     def _grow(self, needed: int) -> None:
-        """Room for `needed` rows: capacity doubles, so adding one row at a time costs
-        amortised O(1) copies instead of the whole matrix each time."""
+        """Room for `needed` rows: capacity grows by a quarter at least, so adding one row at
+        a time costs amortised O(1) copies instead of the whole matrix each time. A buffer
+        nothing else views is resized in place (a large one is remapped by the allocator, not
+        copied), any other is copied. (Room is memory the system must map and zero: a quarter
+        more, not twice as much, keeps that to what is used.)"""
         if needed <= len(self._raw_rows):
             return
-        capacity = max(needed, 2 * len(self._raw_rows), 64)
+        capacity = max(needed, len(self._raw_rows) * 5 // 4, 64)
         filled = len(self.keys)
-        raw = np.empty((capacity, self.dimension or 0), dtype=np.float32)
-        raw[:filled] = self._raw
-        keys = np.empty(capacity, dtype=np.int64)
-        keys[:filled] = self.keys
-        scale = np.empty(capacity, dtype=np.float32)
-        scale[:filled] = self._scale
-        self._raw_rows, self._key_rows, self._scale_rows = raw, keys, scale
+        # `keys`, `_raw` and `_scale` are views of the buffers: let go while they are resized.
+        self.keys, self._raw, self._scale = _unviewed()
+        try:
+            with contextlib.suppress(ValueError):  # refused: something holds a view of it
+                self._raw_rows.resize((capacity, self.dimension or 0), refcheck=True)
+            with contextlib.suppress(ValueError):
+                self._key_rows.resize(capacity, refcheck=True)
+            with contextlib.suppress(ValueError):
+                self._scale_rows.resize(capacity, refcheck=True)
+            self._raw_rows = _enlarged(self._raw_rows, capacity, filled)
+            self._key_rows = _enlarged(self._key_rows, capacity, filled)
+            self._scale_rows = _enlarged(self._scale_rows, capacity, filled)
+        finally:
+            self.keys = self._key_rows[:filled]
+            self._raw = self._raw_rows[:filled]
+            self._scale = self._scale_rows[:filled]
 
     def positions(self, keys: npt.ArrayLike, *, ordered: bool = False) -> npt.NDArray[np.intp]:
         """The positions of those of `keys` this index holds, in increasing order (`ordered`:
@@ -360,6 +373,24 @@ _SORTED_AT_ONCE = 256
 
 
 Positions = npt.NDArray[np.intp]
+_Buffer = TypeVar("_Buffer", Keys, Matrix)
+
+
+def _enlarged(rows: _Buffer, capacity: int, filled: int) -> _Buffer:
+    """A copy of `rows` with room for `capacity` rows (the first `filled` copied), unless it
+    has that room already."""
+    if len(rows) >= capacity:
+        return rows
+    larger = np.empty((capacity, *rows.shape[1:]), dtype=rows.dtype)
+    larger[:filled] = rows[:filled]
+    return larger
+
+
+def _unviewed() -> tuple[Keys, Matrix, Matrix]:
+    """Empty stand-ins for an index's views of its buffers."""
+    return np.zeros(0, np.int64), np.zeros((0, 0), np.float32), np.zeros(0, np.float32)
+
+
 _SELECTIONS = 64
 _LINEAGES = itertools.count()
 """Filters whose rows an index keeps."""
