@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
+from operator import attrgetter
 from typing import Any
 
-__all__ = ["FrozenDict", "freeze", "thaw"]
+__all__ = ["FrozenDict", "freeze", "held", "thaw"]
 
 
 class FrozenDict(Mapping[str, Any]):
@@ -104,3 +105,8 @@ def thaw(value: Any) -> Any:
     if isinstance(value, tuple):
         return [thaw(item) for item in value]
     return value
+
+
+held: Any = attrgetter("_data")
+"""The dict a FrozenDict holds, fetched at C speed (`map(held, frozen_dicts)`), to read a
+batch of them without a Python call each: never change it."""
