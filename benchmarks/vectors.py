@@ -11,7 +11,8 @@ ingest (vectors per second, with the metadata), open an existing store in a new 
 answer one query (ms after the imports: the first process after the writes / the next one, and
 the peak RSS), then warm queries p50 (top 10) with no filter and with each filter, each with
 recall@10 against exact brute force. numpy and faiss run on one thread. A second table sets
-issue 27's goals beside our numbers and the best peer's.
+issue 27's goals beside our numbers and the best peer's. `CHATMEMORY_BENCH_VECTORS` picks the stores
+to run (see `ONLY`).
 """
 
 from __future__ import annotations
@@ -403,11 +404,24 @@ def _goals(rows: list[list[str]]) -> list[list[str]]:
                 what,
                 ours[at] if ours else "-",
                 written,
-                "✓" if met else "✗",
+                "✓" if met else "✗" if ours else "-",  # "-": that store did not run
                 f"{best[1]}: {best[0][0]:,.2f}" if best else "-",
             ]
         )
     return lines
+
+
+ONLY = "CHATMEMORY_BENCH_VECTORS"
+"""An environment variable: the stores to run, by name, comma-separated, a trailing `*` for every
+name starting so (`CHATMEMORY_BENCH_VECTORS="numpy*,chatmemory in-memory,chatmemory SQLite"`);
+every store when unset."""
+
+
+def _chosen(name: str) -> bool:
+    wanted = [w.strip() for w in os.environ.get(ONLY, "").split(",") if w.strip()]
+    return not wanted or any(
+        name == w or (w.endswith("*") and name.startswith(w[:-1])) for w in wanted
+    )
 
 
 def run(quick: bool = False) -> Iterator[str]:
@@ -417,6 +431,8 @@ def run(quick: bool = False) -> Iterator[str]:
         _peer("threadpoolctl").threadpool_limits(1)
     rows = []
     for name, load, reopen, module in PEERS:
+        if not _chosen(name):
+            continue
         if module is not None:
             try:
                 _peer(module)
