@@ -54,7 +54,7 @@ class Embedding:
 
     def __init__(self, vector: Sequence[float] | npt.NDArray[Any]) -> None:
         try:
-            given = np.asarray(vector)
+            given = vector if isinstance(vector, np.ndarray) else np.asarray(vector)
             if given.dtype.kind not in "fiub":  # text, None, objects: float() says what is wrong
                 given = np.array([float(x) for x in vector], dtype=np.float64)
             array = np.array(given, dtype=np.float64)
