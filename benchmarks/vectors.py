@@ -408,7 +408,7 @@ def _goals(rows: list[list[str]]) -> list[list[str]]:
                 what,
                 ours[at],
                 written,
-                "✓" if met else "✗",
+                "✓" if met else "✗" if ours else "-",  # "-": that store did not run
                 f"{best[1]}: {best[0][0]:,.2f}" if best else "-",
             ]
         )

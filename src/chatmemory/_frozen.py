@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
+from operator import attrgetter
 from typing import Any
 
-__all__ = ["FrozenDict", "freeze", "thaw"]
+__all__ = ["FrozenDict", "freeze", "held", "thaw"]
 
 
 class FrozenDict(Mapping[str, Any]):
@@ -14,7 +15,7 @@ class FrozenDict(Mapping[str, Any]):
     __slots__ = ("_data", "_hash")
 
     _data: dict[str, Any]
-    _hash: int | None
+    _hash: int
 
     def __init__(self, data: Mapping[str, Any] | None = None) -> None:
         frozen: dict[str, Any] = dict(data) if data else {}
@@ -26,8 +27,7 @@ class FrozenDict(Mapping[str, Any]):
         if not _PLAIN.issuperset(map(type, frozen.values())):
             for key, value in frozen.items():
                 frozen[key] = freeze(value)
-        object.__setattr__(self, "_data", frozen)
-        object.__setattr__(self, "_hash", None)
+        _set_data(self, frozen)  # `_hash` stays unset until asked for
 
     def __getitem__(self, key: str) -> Any:
         return self._data[key]
@@ -49,9 +49,11 @@ class FrozenDict(Mapping[str, Any]):
         return self._data.items()
 
     def __hash__(self) -> int:
-        if self._hash is None:
-            object.__setattr__(self, "_hash", hash(frozenset(self._data.items())))
-        return self._hash  # type: ignore[return-value]
+        try:
+            return self._hash
+        except AttributeError:  # the first time
+            _set_hash(self, hash(frozenset(self._data.items())))
+            return self._hash
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, FrozenDict):
@@ -70,6 +72,9 @@ class FrozenDict(Mapping[str, Any]):
         return (FrozenDict, (thaw(self),))
 
 
+# The slots set directly (a FrozenDict refuses setattr): faster than object.__setattr__.
+_set_data = FrozenDict.__dict__["_data"].__set__
+_set_hash = FrozenDict.__dict__["_hash"].__set__
 _KEYS = frozenset({str})
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 """The types a frozen value holds as they are (exactly these: a subclass goes through freeze)."""
@@ -100,3 +105,8 @@ def thaw(value: Any) -> Any:
     if isinstance(value, tuple):
         return [thaw(item) for item in value]
     return value
+
+
+held: Any = attrgetter("_data")
+"""The dict a FrozenDict holds, fetched at C speed (`map(held, frozen_dicts)`), to read a
+batch of them without a Python call each: never change it."""

@@ -316,6 +316,23 @@ def test_sqlite_keeps_its_vectors_in_chunks_that_a_new_process_reads(tmp_path: P
         assert store.select(key("n").eq(0)) == {"again": TextSegment("again", {"n": 0})}
 
 
+def test_sqlite_rows_added_to_vectors_read_from_the_mapped_copy_are_found(tmp_path: Path) -> None:
+    path = tmp_path / "grown.db"
+    vectors = np.random.default_rng(7).standard_normal((400, 8))
+    with SqliteEmbeddingStore(path) as store:
+        store.add_all(vectors[:100], ids=[f"v{n}" for n in range(100)])
+    mapped = Path(f"{path}-embeddings.vectors")
+    saved = mapped.read_bytes()
+    with SqliteEmbeddingStore(path) as store:
+        assert _nearest(store, Embedding(vectors[5]))[0] == "v5"  # read from the mapped copy
+        for first in range(100, 400, 50):  # the matrix it gave grows several times
+            ids = [f"v{n}" for n in range(first, first + 50)]
+            store.add_all(vectors[first : first + 50], ids=ids)
+        assert mapped.read_bytes() == saved  # the copy on disk is not written through
+        for n in (0, 5, 99, 100, 250, 399):
+            assert _nearest(store, Embedding(vectors[n]))[0] == f"v{n}"
+
+
 @pytest.mark.parametrize(
     "change",
     [

@@ -7,12 +7,14 @@ import enum
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, Final, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from .._errors import ConfigurationError
+from .._frozen import FrozenDict, held
 from ._filters import Filter
 from ._values import TextSegment
 
@@ -52,7 +54,7 @@ class Embedding:
 
     def __init__(self, vector: Sequence[float] | npt.NDArray[Any]) -> None:
         try:
-            given = np.asarray(vector)
+            given = vector if isinstance(vector, np.ndarray) else np.asarray(vector)
             if given.dtype.kind not in "fiub":  # text, None, objects: float() says what is wrong
                 given = np.array([float(x) for x in vector], dtype=np.float64)
             array = np.array(given, dtype=np.float64)
@@ -317,16 +319,17 @@ def _plain(segments: list[TextSegment | None], ids: list[object]) -> bool:
     """Whether the ids and texts are ASCII and every metadata value is ASCII text, an int, a
     bool, None or a finite float (the usual case, checked a batch at a time at C speed: text
     joined and tested once, the values' types gathered in a set)."""
-    if not "".join(i for i in ids if type(i) is str).isascii():
+    if not "".join([i for i in ids if type(i) is str]).isascii():
         return False
     given = [s for s in segments if s is not None]
     if not "".join([s.text for s in given]).isascii():
         return False
-    names: list[str] = []
-    values: list[Any] = []
-    for segment in given:
-        names += segment.metadata.keys()
-        values += segment.metadata.values()
+    metadata = [s.metadata for s in given]
+    if not _FROZEN.issuperset(map(type, metadata)):
+        return False  # (TextSegment makes every one a FrozenDict)
+    held_dicts = list(map(held, metadata))
+    names: list[str] = list(chain.from_iterable(held_dicts))
+    values: list[Any] = list(chain.from_iterable(map(dict.values, held_dicts)))
     kinds = set(map(type, values))
     if not kinds <= _PLAIN or not "".join(names).isascii():
         return False
@@ -336,6 +339,7 @@ def _plain(segments: list[TextSegment | None], ids: list[object]) -> bool:
 
 
 _PLAIN = frozenset({str, int, float, bool, type(None)})
+_FROZEN = frozenset({FrozenDict})
 
 
 _SURROGATE = (

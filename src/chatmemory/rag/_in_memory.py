@@ -50,7 +50,10 @@ class InMemoryEmbeddingStore(SingleWrites):
         self.approximate = check_hnsw(approximate)
         self._graph: Graph | None = None
         self._index = VectorIndex()
-        self._rows: dict[int, tuple[str, TextSegment | None]] = {}  # key -> id, segment
+        # By key: each row's id and segment (two dicts: no tuple per row for the collector to
+        # walk).
+        self._ids: dict[int, str] = {}
+        self._segments: dict[int, TextSegment | None] = {}
         self._key_of: dict[str, int] = {}
         self._next = 0
         self._metadata: MetadataIndex | None = None  # built on the first filter
@@ -90,7 +93,8 @@ class InMemoryEmbeddingStore(SingleWrites):
             keys = range(self._next, self._next + len(ids_kept))
             self._next += len(ids_kept)
             self._index.append(keys, batch.vectors if order is None else batch.vectors[order])
-            self._rows.update(zip(keys, zip(ids_kept, segments_kept, strict=True), strict=True))
+            self._ids.update(zip(keys, ids_kept, strict=True))
+            self._segments.update(zip(keys, segments_kept, strict=True))
             self._key_of.update(zip(ids_kept, keys, strict=True))
             if self._metadata is not None:
                 self._metadata.add(keys, [_metadata(s) for s in segments_kept])
@@ -102,7 +106,8 @@ class InMemoryEmbeddingStore(SingleWrites):
             return
         self._index.remove(keys)
         for key in keys:
-            row_id, _ = self._rows.pop(key)
+            row_id = self._ids.pop(key)
+            del self._segments[key]
             del self._key_of[row_id]
         if self._metadata is not None and len(self._metadata) > 2 * len(self._index) + 1024:
             self._metadata = None  # mostly rows that left: build it again when next needed
@@ -114,7 +119,7 @@ class InMemoryEmbeddingStore(SingleWrites):
             if self._metadata is None:
                 self._metadata = MetadataIndex()
                 keys = self._index.keys.tolist()
-                self._metadata.add(keys, [_metadata(self._rows[k][1]) for k in keys])
+                self._metadata.add(keys, [_metadata(self._segments[k]) for k in keys])
             return self._metadata.mask(condition, self._index, self._scan)
 
         return self._index.selection(repr(condition), mask)
@@ -123,7 +128,7 @@ class InMemoryEmbeddingStore(SingleWrites):
         """The rows a filter the metadata index does not know passes, tested one by one."""
         return [
             key
-            for key, (_, segment) in self._rows.items()
+            for key, segment in self._segments.items()
             if segment is not None and condition.test(segment.metadata)
         ]
 
@@ -133,9 +138,10 @@ class InMemoryEmbeddingStore(SingleWrites):
 
     def _matches(self, found: list[tuple[int, float, int]]) -> list[EmbeddingMatch]:
         """The matches of rows found as (key, score, position)."""
-        rows, vectors = self._rows, self._index.embeddings([at for _, _, at in found])
+        ids, segments = self._ids, self._segments
+        vectors = self._index.embeddings([at for _, _, at in found])
         return [
-            EmbeddingMatch(score, rows[key][0], vector, rows[key][1])
+            EmbeddingMatch(score, ids[key], vector, segments[key])
             for (key, score, _), vector in zip(found, vectors, strict=True)
         ]
 
@@ -162,7 +168,7 @@ class InMemoryEmbeddingStore(SingleWrites):
         with self._lock:
             keys = self._index.keys.tolist()
             if self._bm25 is None:
-                self._bm25 = Bm25([self._rows[k][1] for k in keys])
+                self._bm25 = Bm25([self._segments[k] for k in keys])
             allowed = None if filter is None else self._selection(filter).mask
             ranked = self._bm25.rank(text, max_results, allowed)
             return self._matches([(keys[n], score, n) for score, n in ranked])
@@ -185,12 +191,13 @@ class InMemoryEmbeddingStore(SingleWrites):
         with self._lock:
             if not len(self._index):
                 return {}
-            return dict(self._rows[key] for key in self._chosen(filter))
+            return {self._ids[key]: self._segments[key] for key in self._chosen(filter)}
 
     def _entries(self) -> list[tuple[str, TextSegment | None, Embedding]]:
         with self._lock:
             return [
-                (*self._rows[key], self._index.vector(key)) for key in self._index.keys.tolist()
+                (self._ids[key], self._segments[key], self._index.vector(key))
+                for key in self._index.keys.tolist()
             ]
 
     # -- LangChain4j's file format

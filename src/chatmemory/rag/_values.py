@@ -32,17 +32,23 @@ def _frozen(value: Mapping[str, Any] | None, name: str) -> FrozenDict:
         raise ConfigurationError(f"`{name}` holds {error}") from None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class TextSegment:
     """A piece of a document: its text and metadata (source, page, index...)."""
 
     text: str
     metadata: Mapping[str, Any] = field(default_factory=FrozenDict)
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.text, str):
-            raise ConfigurationError(f"`TextSegment.text` must be a str, got {self.text!r}")
-        object.__setattr__(self, "metadata", _frozen(self.metadata, "TextSegment.metadata"))
+    def __init__(self, text: str, metadata: Mapping[str, Any] | None = None) -> None:
+        # Each field set once, through its slot (an ingest makes one segment per row).
+        if not isinstance(text, str):
+            raise ConfigurationError(f"`TextSegment.text` must be a str, got {text!r}")
+        _set_text(self, text)
+        _set_metadata(self, _frozen(metadata, "TextSegment.metadata"))
+
+
+_set_text = TextSegment.__dict__["text"].__set__
+_set_metadata = TextSegment.__dict__["metadata"].__set__
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

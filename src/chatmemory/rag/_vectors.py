@@ -10,13 +10,14 @@ search answers the same on every store and every run.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import heapq
 import itertools
 import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -203,19 +204,31 @@ class VectorIndex:
         self._scale = self._scale_rows[:end]
 
     def _grow(self, needed: int) -> None:
-        """Room for `needed` rows: capacity doubles, so adding one row at a time costs
-        amortised O(1) copies instead of the whole matrix each time."""
+        """Room for `needed` rows: capacity grows by a quarter at least, so adding one row at
+        a time costs amortised O(1) copies instead of the whole matrix each time. A buffer
+        nothing else views is resized in place (a large one is remapped by the allocator, not
+        copied), any other is copied. (Room is memory the system must map and zero: a quarter
+        more, not twice as much, keeps that to what is used.)"""
         if needed <= len(self._raw_rows):
             return
-        capacity = max(needed, 2 * len(self._raw_rows), 64)
+        capacity = max(needed, len(self._raw_rows) * 5 // 4, 64)
         filled = len(self.keys)
-        raw = np.empty((capacity, self.dimension or 0), dtype=np.float32)
-        raw[:filled] = self._raw
-        keys = np.empty(capacity, dtype=np.int64)
-        keys[:filled] = self.keys
-        scale = np.empty(capacity, dtype=np.float32)
-        scale[:filled] = self._scale
-        self._raw_rows, self._key_rows, self._scale_rows = raw, keys, scale
+        # `keys`, `_raw` and `_scale` are views of the buffers: let go while they are resized.
+        self.keys, self._raw, self._scale = _unviewed()
+        try:
+            with contextlib.suppress(ValueError):  # refused: something holds a view of it
+                self._raw_rows.resize((capacity, self.dimension or 0), refcheck=True)
+            with contextlib.suppress(ValueError):
+                self._key_rows.resize(capacity, refcheck=True)
+            with contextlib.suppress(ValueError):
+                self._scale_rows.resize(capacity, refcheck=True)
+            self._raw_rows = _enlarged(self._raw_rows, capacity, filled)
+            self._key_rows = _enlarged(self._key_rows, capacity, filled)
+            self._scale_rows = _enlarged(self._scale_rows, capacity, filled)
+        finally:
+            self.keys = self._key_rows[:filled]
+            self._raw = self._raw_rows[:filled]
+            self._scale = self._scale_rows[:filled]
 
     def positions(self, keys: npt.ArrayLike, *, ordered: bool = False) -> npt.NDArray[np.intp]:
         """The positions of those of `keys` this index holds, in increasing order (`ordered`:
@@ -273,11 +286,15 @@ class VectorIndex:
     def _scored(self, q: Matrix, rows: Selection | None) -> tuple[Matrix, Positions | None]:
         """The cosines of `rows` (every row when None), and their positions (None: all)."""
         if rows is None or rows.everything:
-            return (self._raw @ q) * self._scale, None
+            cosines = self._raw @ q
+            cosines *= self._scale
+            return cosines, None
         chosen = rows.positions
         if 4 * len(chosen) >= len(self.keys):
             # Most rows pass: scoring them all beats copying them out of the matrix.
-            return ((self._raw @ q) * self._scale)[chosen], chosen
+            cosines = self._raw @ q
+            cosines *= self._scale
+            return cosines[chosen], chosen
         if rows.vectors is None and self._copied + chosen.size * self._raw.shape[1] * 4 <= (
             self._raw.nbytes // 2
         ):
@@ -286,8 +303,12 @@ class VectorIndex:
             rows.vectors, rows.scale = self._raw[chosen], self._scale[chosen]
             self._copied += rows.held
         if rows.vectors is not None and rows.scale is not None:
-            return (rows.vectors @ q) * rows.scale, chosen
-        return (self._raw[chosen] @ q) * self._scale[chosen], chosen
+            cosines = rows.vectors @ q
+            cosines *= rows.scale
+        else:
+            cosines = self._raw[chosen] @ q
+            cosines *= self._scale[chosen]
+        return cosines, chosen
 
     def top(
         self,
@@ -309,34 +330,68 @@ class VectorIndex:
         if near is not None:
             # A few candidates, scored exactly and ordered as Python lists: with cold caches
             # each numpy call costs microseconds, more than ordering twenty numbers.
-            scores = (((self._raw[near] @ q) * self._scale[near] + 1.0) / 2.0).tolist()
+            found = (((self._raw[near] @ q) * self._scale[near] + 1.0) / 2.0).tolist()
             at, keys = near.tolist(), self.keys[near].tolist()
-            best = sorted(range(len(at)), key=lambda n: (-scores[n], at[n]))[:count]
+            best = sorted(range(len(at)), key=lambda n: (-found[n], at[n]))[:count]
             low = min_score - 1e-7
-            return [(keys[n], min(1.0, scores[n]), at[n]) for n in best if scores[n] >= low]
+            return [(keys[n], min(1.0, found[n]), at[n]) for n in best if found[n] >= low]
         cosines, chosen = self._scored(q, rows)
-        scores = (cosines + 1.0) / 2.0
-        passing = np.flatnonzero(scores >= min_score - 1e-7)
-        if passing.size > count:
-            # Every row scoring at least the count-th score stays, so a tie at the cut goes to
-            # the row added first (argpartition alone would pick among equals at random).
-            kth = np.partition(scores[passing], passing.size - count)[passing.size - count]
-            passing = passing[scores[passing] >= kth]
-        # Best first, ties in key order (lexsort: the last key is the primary one).
-        order = passing[np.lexsort((passing, -scores[passing]))][:count]
-        return self._found(order if chosen is None else chosen[order], scores[order])
-
-    def _found(self, positions: Positions, scores: Matrix) -> list[tuple[int, float, int]]:
-        """(key, score, position) of rows at `positions` scoring `scores`."""
+        order = _best(cosines, count)
+        positions = order if chosen is None else chosen[order]
+        # The relevance score, (cos + 1) / 2, of the rows returned only; `min_score` cuts the
+        # best rows, which are the best of the rows scoring at least that.
+        scores = (cosines[order] + 1.0) / 2.0
+        floor = min_score - 1e-7
         return [
             (k, min(1.0, s), p)
             for k, s, p in zip(
                 self.keys[positions].tolist(), scores.tolist(), positions.tolist(), strict=True
             )
+            if s >= floor
         ]
 
 
+def _best(cosines: Matrix, count: int) -> Positions:
+    """The positions of the `count` highest cosines, best first, ties in position (key) order.
+    Every row scoring at least the count-th cosine is kept before the sort, so a tie at the cut
+    goes to the row added first (argpartition alone would pick among equals at random); a
+    few rows are sorted at once (each numpy call costs more than sorting them)."""
+    size = len(cosines)
+    if size <= _SORTED_AT_ONCE:
+        best: Positions = np.argsort(-cosines, kind="stable")[:count]
+        return best
+    if size > count:
+        kth = np.partition(cosines, size - count)[size - count]
+        passing = np.flatnonzero(cosines >= kth)
+    else:
+        passing = np.arange(size)
+    best = passing[np.argsort(-cosines[passing], kind="stable")[:count]]
+    return best
+
+
+_SORTED_AT_ONCE = 256
+"""Up to this many candidates, one stable sort of them all picks the best."""
+
+
 Positions = npt.NDArray[np.intp]
+_Buffer = TypeVar("_Buffer", Keys, Matrix)
+
+
+def _enlarged(rows: _Buffer, capacity: int, filled: int) -> _Buffer:
+    """A copy of `rows` with room for `capacity` rows (the first `filled` copied), unless it
+    has that room already."""
+    if len(rows) >= capacity:
+        return rows
+    larger = np.empty((capacity, *rows.shape[1:]), dtype=rows.dtype)
+    larger[:filled] = rows[:filled]
+    return larger
+
+
+def _unviewed() -> tuple[Keys, Matrix, Matrix]:
+    """Empty stand-ins for an index's views of its buffers."""
+    return np.zeros(0, np.int64), np.zeros((0, 0), np.float32), np.zeros(0, np.float32)
+
+
 _SELECTIONS = 64
 _LINEAGES = itertools.count()
 """Filters whose rows an index keeps."""

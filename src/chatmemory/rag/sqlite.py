@@ -39,7 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import ConfigurationError, StoreError
-from .._frozen import thaw
+from .._frozen import held, thaw
 from .._sqlite import forgetting, scrub
 from ._approximate import Graph, Hnsw, check_hnsw
 from ._chunks import Chunks
@@ -89,7 +89,8 @@ _KEPT, _KEPT_AT_ONCE = 4_096, 64
 
 
 def _encoder() -> Callable[[Any], str]:
-    """Metadata (a FrozenDict, JSON-like by construction: TextSegment checks it) as the JSON text
+    """Metadata (the dict a FrozenDict holds, JSON-like by construction: TextSegment checks it;
+    a FrozenDict inside is thawed) as the JSON text
     `json.dumps(..., ensure_ascii=False)` writes, from one C encoder made once (`dumps` makes
     one per call, which costs more than the encoding of a small object)."""
     make: Any = getattr(json.encoder, "c_make_encoder", None)
@@ -320,7 +321,7 @@ class SqliteEmbeddingStore(SingleWrites):
                 kept_ids,
                 [blobs[k : k + width] for k in range(0, len(blobs), width)],
                 [None if s is None else s.text for s in kept],
-                [None if s is None else _json(s.metadata) for s in kept],
+                [None if s is None else _json(held(s.metadata)) for s in kept],
                 strict=True,
             )
         )
