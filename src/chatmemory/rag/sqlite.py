@@ -57,6 +57,7 @@ from ._embeddings import (
 )
 from ._filters import Filter
 from ._hybrid import DEPTH, fused_order
+from ._sqlite_keys import KeyedRows
 from ._sqlite_text import selective
 from ._values import TextSegment
 from ._vectors import MetadataIndex, Selection, VectorIndex, check_embeddings, words
@@ -175,6 +176,8 @@ class SqliteEmbeddingStore(SingleWrites):
         self._lock = _lock_for(self._db) if not self._owned else threading.RLock()
         self._cache = VectorIndex()  # the vectors, by rowid
         self._metadata: MetadataIndex | None = None  # the cached rows' metadata, on first filter
+        # that the keys' SQL indexes cannot answer (see _sqlite_keys)
+        self._keyed = KeyedRows(table)
         self._damaged: dict[str, str] = {}  # rows that cannot be read: id -> why
         self._version: int | None = None  # PRAGMA data_version when the cache was read
         self._shape = (-1, 0)  # rows removed from the table (its counter) and max rowid, when
@@ -328,6 +331,7 @@ class SqliteEmbeddingStore(SingleWrites):
             self._refresh()
             self._cache.check(vectors.shape[1])
             with self._following() as follow, self._writing():
+                self._keyed.create(self._db)
                 replaced = self._db.execute(
                     f"DELETE FROM {t} WHERE id IN (SELECT value FROM json_each(?)) "
                     f"RETURNING rowid, id",
@@ -373,7 +377,7 @@ class SqliteEmbeddingStore(SingleWrites):
     def _ranked(self, request: EmbeddingSearchRequest, count: int) -> list[tuple[int, float, int]]:
         """(rowid, score, position) of the `count` rows nearest the request's embedding."""
         selected = None
-        if request.filter is not None and len(self._cache):
+        if request.filter is not None:  # (on no rows too: the keys it names get indexed)
             selected = self._selection(request.filter)
         found = self._cache.top(
             request.query_embedding, count, request.min_score, selected, self._graph_now()
@@ -449,11 +453,18 @@ class SqliteEmbeddingStore(SingleWrites):
 
     def _selection(self, condition: Filter) -> Selection:
         """The cache's rows `condition` passes (kept by the cache until its rows change)."""
-        # The metadata index first: reading it may leave rows out of the cache.
-        return self._cache.selection(
-            repr(condition),
-            lambda: self._metadata_index().mask(condition, self._cache, self._scan),
-        )
+        return self._cache.selection(repr(condition), lambda: self._mask(condition))
+
+    def _mask(self, condition: Filter) -> npt.NDArray[np.bool_]:
+        """A boolean per cached row: whether it passes `condition`. Equalities on keys SQLite
+        indexes are looked up there until the full metadata index is built (see
+        _sqlite_keys); else that index, built first (reading it may leave rows out of the
+        cache)."""
+        if self._metadata is None:
+            found = self._keyed.mask(self._db, condition, self._cache)
+            if found is not None:
+                return found
+        return self._metadata_index().mask(condition, self._cache, self._scan)
 
     def _metadata_index(self) -> MetadataIndex:
         """The index of every cached row's metadata, read once from the table (rows whose
@@ -474,6 +485,7 @@ class SqliteEmbeddingStore(SingleWrites):
                 keys.append(rowid)
             if broken:
                 self._forget_rows(broken)
+            self._keyed.clear()  # the full index answers every filter from now on
             self._metadata = MetadataIndex()
             self._metadata.add(keys, values)
         return self._metadata
@@ -493,8 +505,6 @@ class SqliteEmbeddingStore(SingleWrites):
         return passing
 
     def _chosen(self, condition: Filter) -> list[int]:
-        if not len(self._cache):
-            return []
         rows = self._selection(condition)  # first: reading the metadata may leave rows out
         chosen: list[int] = self._cache.keys[rows.positions].tolist()
         return chosen
@@ -561,6 +571,7 @@ class SqliteEmbeddingStore(SingleWrites):
         with self._lock, self._errors("remove embeddings"):
             self._refresh()
             with self._following() as follow, self._writing():
+                self._keyed.create(self._db)
                 if chosen is None:
                     statement = f"DELETE FROM {self.table} RETURNING rowid, id"
                     argument: tuple[str, ...] = ()
@@ -613,8 +624,10 @@ class SqliteEmbeddingStore(SingleWrites):
             if added is not None and [r[1] for r in new] == added[0]:
                 keys = [int(r[0]) for r in new]
                 self._cache.append(keys, added[1])
+                metadata = [_plain(s) for s in added[2]]
+                self._keyed.add(keys, metadata)
                 if self._metadata is not None:
-                    self._metadata.add(keys, [_plain(s) for s in added[2]])
+                    self._metadata.add(keys, metadata)
             elif new:  # pragma: no cover - rows of another program in our transaction
                 self._load(self._rows(f"WHERE rowid > {int(known_top)}"))
             self._shape = self._stamp()
@@ -654,6 +667,7 @@ class SqliteEmbeddingStore(SingleWrites):
             return
         self._damaged = {}
         self._metadata = None
+        self._keyed.clear()
         (count,) = self._db.execute(f"SELECT count(*) FROM {self.table}").fetchone()
         self._cache = self._chunks.read(self._db, int(count)) or self._read_table()
         held = int(self._cache.keys[-1]) if len(self._cache) else 0
@@ -691,12 +705,15 @@ class SqliteEmbeddingStore(SingleWrites):
         if not rows:
             return
         good = self._add_rows(self._cache, [(r[0], r[1], r[2], r[3:]) for r in rows])
+        if self._metadata is None and not self._keyed.active:
+            return
+        keys, values = [], []
+        for rowid, _, _, text, metadata in rows:
+            if rowid in good:
+                keys.append(rowid)
+                values.append(None if text is None else _metadata(text, metadata))
+        self._keyed.add(keys, values)
         if self._metadata is not None:
-            keys, values = [], []
-            for rowid, _, _, text, metadata in rows:
-                if rowid in good:
-                    keys.append(rowid)
-                    values.append(None if text is None else _metadata(text, metadata))
             self._metadata.add(keys, values)
 
     def _add_rows(
