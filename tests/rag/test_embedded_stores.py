@@ -441,7 +441,7 @@ def test_many_filters_are_each_answered_exactly_however_many_are_kept(
         assert [m.embedding_id for m in found.matches] == [ids[n] for n in exact]
 
 
-def test_sqlite_segments_read_by_a_search_are_read_again_after_any_commit(
+def test_sqlite_segments_read_by_a_search_are_read_again_once_a_commit_changed_them(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "kept.db"

@@ -180,12 +180,13 @@ class SqliteEmbeddingStore(SingleWrites):
         self._keyed = KeyedRows(table)
         self._damaged: dict[str, str] = {}  # rows that cannot be read: id -> why
         self._version: int | None = None  # PRAGMA data_version when the cache was read
-        self._shape = (-1, 0)  # rows removed from the table (its counter) and max rowid, when
-        # the cache was read
+        self._shape = (-1, 0, -1)  # rows removed from the table (its counter), max rowid and
+        # rows updated in place (its counter), when the cache was read
         self._term_docs: dict[str, tuple[int, int]] = {}  # see _sqlite_text
         self._segments: dict[int, tuple[str, TextSegment | None]] = {}
         """The id and segment of rows searches returned lately, by rowid (on a connection of
-        its own: emptied at every commit, this store's or another connection's)."""
+        its own; rowids are never reused, so they hold until a row is removed or updated in
+        place, by this store or another program: a commit that only added rows keeps them)."""
         self._graph_path = None if mapped is None else Path(f"{self.path}-{table}.hnsw")
 
     def __repr__(self) -> str:
@@ -608,11 +609,13 @@ class SqliteEmbeddingStore(SingleWrites):
 
         def follow(deleted: Sequence[tuple[int, str]], added: _Added | None = None) -> None:
             nonlocal current
-            self._segments.clear()
             version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
             current = current and version == self._version
             if not current:  # pragma: no cover - another process committed between the
-                return  # refresh under our lock and our write: `_refresh` reads it after
+                self._segments.clear()  # refresh under our lock and our write: `_refresh`
+                return  # reads it after
+            for rowid, _ in deleted:
+                self._segments.pop(rowid, None)
             known_top = self._shape[1]
             self._cache.remove([r[0] for r in deleted])
             for _, row_id in deleted:
@@ -652,9 +655,10 @@ class SqliteEmbeddingStore(SingleWrites):
         version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
         if version == self._version and not wrote and self._owned:
             return
-        self._segments.clear()
         shape = self._stamp()
-        known_deletes, known_top = self._shape
+        known_deletes, known_top, known_updates = self._shape
+        if shape[0] != known_deletes or shape[2] != known_updates:
+            self._segments.clear()  # (rows only added: the segments read still hold)
         if not wrote and shape == self._shape and self._version is not None:
             # A shared connection: data_version misses its own commits (another store object on
             # it, or its owner), so the count of removed rows and the top rowid (never reused)
@@ -668,19 +672,23 @@ class SqliteEmbeddingStore(SingleWrites):
         self._damaged = {}
         self._metadata = None
         self._keyed.clear()
+        self._segments.clear()
         (count,) = self._db.execute(f"SELECT count(*) FROM {self.table}").fetchone()
         self._cache = self._chunks.read(self._db, int(count)) or self._read_table()
         held = int(self._cache.keys[-1]) if len(self._cache) else 0
         self._load(self._rows(f"WHERE rowid > {held}"))
         self._version, self._shape = version, shape
 
-    def _stamp(self) -> tuple[int, int]:
-        """The table's count of removed rows and its top rowid (two index lookups)."""
-        deletes, top = self._db.execute(
-            f"SELECT (SELECT coalesce(max(value), 0) FROM {self.table}_state "
-            f"WHERE name = 'deletes'), (SELECT coalesce(max(rowid), 0) FROM {self.table})"
+    def _stamp(self) -> tuple[int, int, int]:
+        """The table's counts of removed rows, its top rowid and its count of rows updated in
+        place (three index lookups)."""
+        t = self.table
+        deletes, top, updates = self._db.execute(
+            f"SELECT (SELECT coalesce(max(value), 0) FROM {t}_state WHERE name = 'deletes'), "
+            f"(SELECT coalesce(max(rowid), 0) FROM {t}), "
+            f"(SELECT coalesce(max(value), 0) FROM {t}_state WHERE name = 'updates')"
         ).fetchone()
-        return int(deletes), int(top)
+        return int(deletes), int(top), int(updates)
 
     def _read_table(self) -> VectorIndex:
         """Every row's vector read from the table (the chunks were not in step with it)."""
