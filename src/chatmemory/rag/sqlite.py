@@ -11,7 +11,10 @@ Opening is one read of a few large BLOBs: beside the table, the store keeps ever
 in chunks of up to 4,096 rows (``<table>_vectors``: the rowids and the float32 matrix of each),
 written in the same transaction as the rows, so a new process loads the whole matrix without
 reading a row. Segments and metadata stay in the table and are read only for the rows a search
-returns (and, on the first filtered search, the metadata once, into an index of its values).
+returns. A filter of equalities to str values (a recall's ``memory_id == ...``) on keys filters
+named before is looked up in SQLite indexes of those keys' values (made at the store's next write,
+see `_sqlite_keys`); any other filter reads every row's metadata once, into an index of its
+values.
 The chunks are a copy the table can always overrule: a trigger counts updates made to the
 table by any program, and the row count and top rowid tell rows added or removed by another
 program; then the table is read as before, and the chunks are written again at the next write.
@@ -120,6 +123,10 @@ class SqliteEmbeddingStore(SingleWrites):
     cannot be read (a vector of the wrong length, metadata that is not a JSON object: written
     by another program, or a damaged file) is left out of every search and logged with its id;
     the other rows keep working, `unreadable()` lists such rows and `repair()` removes them.
+
+    A metadata key that equality filters name gets, at the store's next write, a SQLite index of
+    its str values (``<table>_key_<name>``, at most 8 a table), so that a new process answers
+    such a filter without reading every row's metadata.
 
     Searches are exact unless `approximate=Hnsw()`: then, from `Hnsw.min_rows` rows on, an
     HNSW graph (faiss) finds the candidates, scored exactly; it is saved beside the file
