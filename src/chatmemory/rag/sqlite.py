@@ -674,6 +674,8 @@ class SqliteEmbeddingStore(SingleWrites):
             return
         if self._version is not None and shape[0] == known_deletes and shape[1] >= known_top:
             self._load(self._rows(f"WHERE rowid > {int(known_top)}"))  # rows only added
+            if shape[1] > known_top and not wrote:  # by another connection, with its chunks
+                self._chunks.follow(self._db, self._cache)
             self._version, self._shape = version, shape
             return
         self._damaged = {}
