@@ -136,6 +136,39 @@ def test_the_index_mark_survives_a_restart(store: SqliteChatMemoryStore, tmp_pat
     assert restarted.recall(store, "ann", "locker code")[0].score > 0.5
 
 
+def test_indexing_turn_after_turn_removes_no_row_and_resumes_from_the_furthest_mark(
+    store: SqliteChatMemoryStore,
+) -> None:
+    """A removed row costs an approximate index its saved graph: the marks saved as a long
+    conversation is indexed turn by turn are rows of their own, never rewritten."""
+    added: list[str] = []
+    removed: list[object] = []
+
+    class Watched(InMemoryEmbeddingStore):
+        def add_all(self, *args: Any, ids: Any = None, **kwargs: Any) -> list[str]:
+            added.extend(ids or [])
+            return super().add_all(*args, ids=ids, **kwargs)
+
+        def remove_all(self, *args: Any, **kwargs: Any) -> None:
+            removed.append(args or kwargs)
+            super().remove_all(*args, **kwargs)
+
+    vectors = Watched()
+    memory = MessageWindowChatMemory(id="ann", max_messages=4, store=store)
+    recall = SemanticRecall(HashingEmbeddingModel(), vectors)
+    for n in range(100):  # 200 messages: marks saved at 1, 65, 129 and 193 messages
+        memory.add(UserMessage(f"Note {n} about tea."))
+        memory.add(AiMessage(f"Reply {n}."))
+        assert recall.index(store, "ann") == 2
+    assert removed == []
+    assert len(added) == len(set(added)) == 200 + 4, "no row replaced (a replacement removes)"
+    marks = vectors.select(key("kind").eq("chatmemory_recall_mark"))
+    assert sorted(s.metadata["upto"] for s in marks.values() if s is not None) == [1, 65, 129, 193]
+    restarted = SemanticRecall(HashingEmbeddingModel(), vectors)
+    assert restarted.index(store, "ann") == 6, "the messages after the furthest mark, again"
+    assert restarted.forget(memory_id="ann") == 200 + 4
+
+
 def test_the_block_keeps_to_its_budget() -> None:
     store = InMemoryChatMemoryStore()
     memory = MessageWindowChatMemory(id="b", max_messages=2, store=store)

@@ -458,7 +458,7 @@ def test_many_filters_are_each_answered_exactly_however_many_are_kept(
         assert [m.embedding_id for m in found.matches] == [ids[n] for n in exact]
 
 
-def test_sqlite_segments_read_by_a_search_are_read_again_after_any_commit(
+def test_sqlite_segments_read_by_a_search_are_read_again_once_a_commit_changed_them(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "kept.db"
@@ -473,3 +473,34 @@ def test_sqlite_segments_read_by_a_search_are_read_again_after_any_commit(
         assert store.search(request).matches[0].embedded == TextSegment("edited", {"n": 0})
         store.add(Embedding((1.0, 0.0, 0.0)), TextSegment("mine"), id="a")  # this store's write
         assert store.search(request).matches[0].embedded == TextSegment("mine")
+
+
+def test_sqlite_stores_writing_in_turn_leave_chunks_a_new_process_reads_whole(
+    tmp_path: Path,
+) -> None:
+    """Two store objects (two processes) adding rows to one table in turn: each takes the
+    other's chunks of vectors as they are, so a new store opens from them, without reading the
+    table row by row."""
+    path = tmp_path / "shared.db"
+    rows = np.random.default_rng(3).normal(size=(11_020, 4))
+    added = 0
+    with SqliteEmbeddingStore(path) as one, SqliteEmbeddingStore(path) as two:
+        for bulk in (1_000, 10_000):  # a few chunks, then small writes by each in turn
+            for store, count in [(one, bulk)] + [(one, 1), (two, 1)] * 5:
+                ids = [f"r{k}" for k in range(added, added + count)]
+                store.add_all(rows[added : added + count], ids=ids)
+                added += count
+                store.search(
+                    EmbeddingSearchRequest(query_embedding=Embedding(rows[0]), max_results=1)
+                )
+    statements: list[str] = []
+    connection = sqlite3.connect(path, check_same_thread=False)
+    connection.set_trace_callback(statements.append)
+    try:
+        store = SqliteEmbeddingStore(connection)
+        request = EmbeddingSearchRequest(query_embedding=Embedding(rows[1_007]), max_results=3)
+        assert store.search(request).matches[0].embedding_id == "r1007"
+        assert store.count() == added
+        assert not any("vector FROM embeddings ORDER BY" in s for s in statements)
+    finally:
+        connection.close()

@@ -109,6 +109,27 @@ class Chunks:
             self._chunks = [(int(c), int(low), int(high)) for c, low, high, _ in spans]
         return index
 
+    def follow(self, db: sqlite3.Connection, cache: VectorIndex) -> None:
+        """Take the chunks as the table holds them now, after another connection added rows
+        (and wrote chunks for them): known again when they hold exactly the cache's rows, in
+        order; else written whole at the next write. Without it, this store's next write would
+        number its chunks from what it wrote last, overwriting or overlapping the others', and
+        a new process would read the table row by row."""
+        self._chunks = None
+        state = dict(db.execute(f"SELECT name, value FROM {self.table}_state").fetchall())
+        if state.get("chunked") != state.get("updates", 0):
+            return
+        spans = db.execute(
+            f"SELECT chunk, low, high, size FROM {self.table}_vectors ORDER BY chunk"
+        ).fetchall()
+        keys, at = cache.keys, 0
+        for _, low, high, size in spans:
+            if not 0 < size <= len(keys) - at or keys[at] != low or keys[at + size - 1] != high:
+                return
+            at += size
+        if spans and at == len(keys):
+            self._chunks = [(int(c), int(low), int(high)) for c, low, high, _ in spans]
+
     def _read(self, db: sqlite3.Connection, total: int) -> VectorIndex | None:
         keys = np.empty(total, dtype=np.int64)
         vectors: npt.NDArray[np.float32] | None = None

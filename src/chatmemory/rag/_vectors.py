@@ -463,6 +463,12 @@ class MetadataIndex:
     def __len__(self) -> int:
         return self._known
 
+    def seed(self, name: str, value: Any, rows: list[int]) -> None:
+        """Take `rows` (increasing keys) as every row whose `name` is `value`, found elsewhere
+        (a store's SQL index); rows added later are indexed by `add` as usual. An index only
+        ever seeded answers for the entries seeded only."""
+        self._equal[_entry(name, value)] = rows
+
     def mask(
         self,
         condition: Filter,

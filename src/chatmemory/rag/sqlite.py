@@ -11,7 +11,10 @@ Opening is one read of a few large BLOBs: beside the table, the store keeps ever
 in chunks of up to 4,096 rows (``<table>_vectors``: the rowids and the float32 matrix of each),
 written in the same transaction as the rows, so a new process loads the whole matrix without
 reading a row. Segments and metadata stay in the table and are read only for the rows a search
-returns (and, on the first filtered search, the metadata once, into an index of its values).
+returns. A filter of equalities to str values (a recall's ``memory_id == ...``) on keys filters
+named before is looked up in SQLite indexes of those keys' values (made at the store's next write,
+see `_sqlite_keys`); any other filter reads every row's metadata once, into an index of its
+values.
 The chunks are a copy the table can always overrule: a trigger counts updates made to the
 table by any program, and the row count and top rowid tell rows added or removed by another
 program; then the table is read as before, and the chunks are written again at the next write.
@@ -57,6 +60,7 @@ from ._embeddings import (
 )
 from ._filters import Filter
 from ._hybrid import DEPTH, fused_order
+from ._sqlite_keys import KeyedRows
 from ._sqlite_text import selective
 from ._values import TextSegment
 from ._vectors import MetadataIndex, Selection, VectorIndex, check_embeddings, words
@@ -121,6 +125,10 @@ class SqliteEmbeddingStore(SingleWrites):
     by another program, or a damaged file) is left out of every search and logged with its id;
     the other rows keep working, `unreadable()` lists such rows and `repair()` removes them.
 
+    A metadata key that equality filters name gets, at the store's next write, a SQLite index of
+    its str values (``<table>_key_<name>``, at most 8 a table), so that a new process answers
+    such a filter without reading every row's metadata.
+
     Searches are exact unless `approximate=Hnsw()`: then, from `Hnsw.min_rows` rows on, an
     HNSW graph (faiss) finds the candidates, scored exactly; it is saved beside the file
     (``<path>-<table>.hnsw``) once built, as it doubles and at `close()`, followed (new rows
@@ -178,14 +186,17 @@ class SqliteEmbeddingStore(SingleWrites):
         self._lock = _lock_for(self._db) if not self._owned else threading.RLock()
         self._cache = VectorIndex()  # the vectors, by rowid
         self._metadata: MetadataIndex | None = None  # the cached rows' metadata, on first filter
+        # that the keys' SQL indexes cannot answer (see _sqlite_keys)
+        self._keyed = KeyedRows(table)
         self._damaged: dict[str, str] = {}  # rows that cannot be read: id -> why
         self._version: int | None = None  # PRAGMA data_version when the cache was read
-        self._shape = (-1, 0)  # rows removed from the table (its counter) and max rowid, when
-        # the cache was read
+        self._shape = (-1, 0, -1)  # rows removed from the table (its counter), max rowid and
+        # rows updated in place (its counter), when the cache was read
         self._term_docs: dict[str, tuple[int, int]] = {}  # see _sqlite_text
         self._segments: dict[int, tuple[str, TextSegment | None]] = {}
         """The id and segment of rows searches returned lately, by rowid (on a connection of
-        its own: emptied at every commit, this store's or another connection's)."""
+        its own; rowids are never reused, so they hold until a row is removed or updated in
+        place, by this store or another program: a commit that only added rows keeps them)."""
         self._graph_path = None if mapped is None else Path(f"{self.path}-{table}.hnsw")
 
     def __repr__(self) -> str:
@@ -331,6 +342,7 @@ class SqliteEmbeddingStore(SingleWrites):
             self._refresh()
             self._cache.check(vectors.shape[1])
             with self._following() as follow, self._writing():
+                self._keyed.create(self._db)
                 replaced = self._db.execute(
                     f"DELETE FROM {t} WHERE id IN (SELECT value FROM json_each(?)) "
                     f"RETURNING rowid, id",
@@ -380,7 +392,7 @@ class SqliteEmbeddingStore(SingleWrites):
     def _ranked(self, request: EmbeddingSearchRequest, count: int) -> list[tuple[int, float, int]]:
         """(rowid, score, position) of the `count` rows nearest the request's embedding."""
         selected = None
-        if request.filter is not None and len(self._cache):
+        if request.filter is not None:  # (on no rows too: the keys it names get indexed)
             selected = self._selection(request.filter)
         found = self._cache.top(
             request.query_embedding, count, request.min_score, selected, self._graph_now()
@@ -461,11 +473,18 @@ class SqliteEmbeddingStore(SingleWrites):
 
     def _selection(self, condition: Filter) -> Selection:
         """The cache's rows `condition` passes (kept by the cache until its rows change)."""
-        # The metadata index first: reading it may leave rows out of the cache.
-        return self._cache.selection(
-            repr(condition),
-            lambda: self._metadata_index().mask(condition, self._cache, self._scan),
-        )
+        return self._cache.selection(repr(condition), lambda: self._mask(condition))
+
+    def _mask(self, condition: Filter) -> npt.NDArray[np.bool_]:
+        """A boolean per cached row: whether it passes `condition`. Equalities on keys SQLite
+        indexes are looked up there until the full metadata index is built (see
+        _sqlite_keys); else that index, built first (reading it may leave rows out of the
+        cache)."""
+        if self._metadata is None:
+            found = self._keyed.mask(self._db, condition, self._cache)
+            if found is not None:
+                return found
+        return self._metadata_index().mask(condition, self._cache, self._scan)
 
     def _metadata_index(self) -> MetadataIndex:
         """The index of every cached row's metadata, read once from the table (rows whose
@@ -486,6 +505,7 @@ class SqliteEmbeddingStore(SingleWrites):
                 keys.append(rowid)
             if broken:
                 self._forget_rows(broken)
+            self._keyed.clear()  # the full index answers every filter from now on
             self._metadata = MetadataIndex()
             self._metadata.add(keys, values)
         return self._metadata
@@ -505,8 +525,6 @@ class SqliteEmbeddingStore(SingleWrites):
         return passing
 
     def _chosen(self, condition: Filter) -> list[int]:
-        if not len(self._cache):
-            return []
         rows = self._selection(condition)  # first: reading the metadata may leave rows out
         chosen: list[int] = self._cache.keys[rows.positions].tolist()
         return chosen
@@ -573,6 +591,7 @@ class SqliteEmbeddingStore(SingleWrites):
         with self._lock, self._errors("remove embeddings"):
             self._refresh()
             with self._following() as follow, self._writing():
+                self._keyed.create(self._db)
                 if chosen is None:
                     statement = f"DELETE FROM {self.table} RETURNING rowid, id"
                     argument: tuple[str, ...] = ()
@@ -609,11 +628,13 @@ class SqliteEmbeddingStore(SingleWrites):
 
         def follow(deleted: Sequence[tuple[int, str]], added: _Added | None = None) -> None:
             nonlocal current
-            self._segments.clear()
             version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
             current = current and version == self._version
             if not current:  # pragma: no cover - another process committed between the
-                return  # refresh under our lock and our write: `_refresh` reads it after
+                self._segments.clear()  # refresh under our lock and our write: `_refresh`
+                return  # reads it after
+            for rowid, _ in deleted:
+                self._segments.pop(rowid, None)
             known_top = self._shape[1]
             self._cache.remove([r[0] for r in deleted])
             for _, row_id in deleted:
@@ -625,8 +646,10 @@ class SqliteEmbeddingStore(SingleWrites):
             if added is not None and [r[1] for r in new] == added[0]:
                 keys = [int(r[0]) for r in new]
                 self._cache.append(keys, added[1])
+                metadata = [_plain(s) for s in added[2]]
+                self._keyed.add(keys, metadata)
                 if self._metadata is not None:
-                    self._metadata.add(keys, [_plain(s) for s in added[2]])
+                    self._metadata.add(keys, metadata)
             elif new:  # pragma: no cover - rows of another program in our transaction
                 self._load(self._rows(f"WHERE rowid > {int(known_top)}"))
             self._shape = self._stamp()
@@ -651,9 +674,10 @@ class SqliteEmbeddingStore(SingleWrites):
         version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
         if version == self._version and not wrote and self._owned:
             return
-        self._segments.clear()
         shape = self._stamp()
-        known_deletes, known_top = self._shape
+        known_deletes, known_top, known_updates = self._shape
+        if shape[0] != known_deletes or shape[2] != known_updates:
+            self._segments.clear()  # (rows only added: the segments read still hold)
         if not wrote and shape == self._shape and self._version is not None:
             # A shared connection: data_version misses its own commits (another store object on
             # it, or its owner), so the count of removed rows and the top rowid (never reused)
@@ -662,23 +686,30 @@ class SqliteEmbeddingStore(SingleWrites):
             return
         if self._version is not None and shape[0] == known_deletes and shape[1] >= known_top:
             self._load(self._rows(f"WHERE rowid > {int(known_top)}"))  # rows only added
+            if shape[1] > known_top and not wrote:  # by another connection, with its chunks
+                self._chunks.follow(self._db, self._cache)
             self._version, self._shape = version, shape
             return
         self._damaged = {}
         self._metadata = None
+        self._keyed.clear()
+        self._segments.clear()
         (count,) = self._db.execute(f"SELECT count(*) FROM {self.table}").fetchone()
         self._cache = self._chunks.read(self._db, int(count)) or self._read_table()
         held = int(self._cache.keys[-1]) if len(self._cache) else 0
         self._load(self._rows(f"WHERE rowid > {held}"))
         self._version, self._shape = version, shape
 
-    def _stamp(self) -> tuple[int, int]:
-        """The table's count of removed rows and its top rowid (two index lookups)."""
-        deletes, top = self._db.execute(
-            f"SELECT (SELECT coalesce(max(value), 0) FROM {self.table}_state "
-            f"WHERE name = 'deletes'), (SELECT coalesce(max(rowid), 0) FROM {self.table})"
+    def _stamp(self) -> tuple[int, int, int]:
+        """The table's counts of removed rows, its top rowid and its count of rows updated in
+        place (three index lookups)."""
+        t = self.table
+        deletes, top, updates = self._db.execute(
+            f"SELECT (SELECT coalesce(max(value), 0) FROM {t}_state WHERE name = 'deletes'), "
+            f"(SELECT coalesce(max(rowid), 0) FROM {t}), "
+            f"(SELECT coalesce(max(value), 0) FROM {t}_state WHERE name = 'updates')"
         ).fetchone()
-        return int(deletes), int(top)
+        return int(deletes), int(top), int(updates)
 
     def _read_table(self) -> VectorIndex:
         """Every row's vector read from the table (the chunks were not in step with it)."""
@@ -703,12 +734,15 @@ class SqliteEmbeddingStore(SingleWrites):
         if not rows:
             return
         good = self._add_rows(self._cache, [(r[0], r[1], r[2], r[3:]) for r in rows])
+        if self._metadata is None and not self._keyed.active:
+            return
+        keys, values = [], []
+        for rowid, _, _, text, metadata in rows:
+            if rowid in good:
+                keys.append(rowid)
+                values.append(None if text is None else _metadata(text, metadata))
+        self._keyed.add(keys, values)
         if self._metadata is not None:
-            keys, values = [], []
-            for rowid, _, _, text, metadata in rows:
-                if rowid in good:
-                    keys.append(rowid)
-                    values.append(None if text is None else _metadata(text, metadata))
             self._metadata.add(keys, values)
 
     def _add_rows(

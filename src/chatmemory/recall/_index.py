@@ -22,8 +22,11 @@ if TYPE_CHECKING:
 
 KIND = "chatmemory_recall"
 SAVE_EVERY = 64
-"""Messages indexed between two saves of a conversation's mark (rewriting it every turn would
-cost an embedding-store upsert per turn)."""
+"""Messages indexed between two saves of a conversation's mark (one every turn would cost a write
+per turn). Each save is a row of its own, the furthest one counting: rewriting one mark would
+remove a row from the store, and a removal drops an approximate index's saved graph (it keeps no
+removed vector), which the next process then builds again (seconds at 100,000 rows). A
+conversation's marks, one per `SAVE_EVERY` messages, go with it when it is forgotten."""
 BATCH = 64
 _NAMESPACE = uuid.UUID("0c7f1b0e-5b7a-4e0c-9a53-9f1f0e4b2d61")
 
@@ -113,7 +116,7 @@ def index(recall: SemanticRecall, memory_id: str, user_id: str | None, full: boo
         if stale or upto < 0:  # the mark is saved now and then: a restart redoes at most
             meta = {"kind": KIND + "_mark", "memory_id": memory_id, "user_id": user_id or ""}
             mark = TextSegment("", {**meta, "upto": last, "life": kept.life})
-            yield from call(Io.add_all, [recall.probe()], [mark], [_mark_id(memory_id)])
+            yield from call(Io.add_all, [recall.probe()], [mark], [_mark_id(memory_id, last)])
             with recall.keeping.lock:  # SAVE_EVERY messages (same ids)
                 kept.saved = last
     return len({s.metadata["seq"] for s in segments})
@@ -143,15 +146,15 @@ def _read(memory_id: str, seqs: list[int] | None, upto: int) -> Flow[Dated]:
     return [(e.seq, e.message, day(e.created_at)) for e in found if e.seq > upto]
 
 
-def _mark_id(memory_id: str) -> str:
-    return str(uuid.uuid5(_NAMESPACE, f"mark\0{memory_id}"))
+def _mark_id(memory_id: str, upto: int) -> str:
+    return str(uuid.uuid5(_NAMESPACE, f"mark\0{memory_id}\0{upto}"))
 
 
 def _mark(recall: SemanticRecall, memory_id: str, kept: Kept) -> Flow[int]:
-    """How far `memory_id` is indexed in the life `kept` is for: kept, else read from its mark.
-    A mark of an earlier life means the index holds what that life said: it goes (the entries
-    and the mark) and indexing starts over. A mark written before marks carried a life is taken
-    as this life's."""
+    """How far `memory_id` is indexed in the life `kept` is for: kept, else read from its marks
+    (the furthest of this life). Marks of earlier lives only mean the index holds what those
+    said: it goes (the entries and the marks) and indexing starts over. A mark written before
+    marks carried a life is taken as this life's."""
     with recall.keeping.lock:
         if kept.mark is not None:
             return kept.mark
