@@ -147,6 +147,23 @@ def test_removed_rows_are_never_found_and_the_graph_is_rebuilt_once_most_are_gon
     assert {row_id for row_id, _ in search(store, VECTORS[3], top=1)} == {"3"}
 
 
+def test_rows_appended_between_searches_are_found_and_a_removal_after_them_is_not(
+    kind: str, tmp_path: Path
+) -> None:
+    store = make(kind, tmp_path, Hnsw(min_rows=500))
+    store.add_all(VECTORS[:1_000], SEGMENTS[:1_000], ids=IDS[:1_000])
+    search(store, QUERIES[0])  # the graph made, then followed write by write
+    for start in range(1_000, 1_300, 100):
+        store.add_all(VECTORS[start : start + 100], SEGMENTS[start : start + 100],
+                      ids=IDS[start : start + 100])  # fmt: skip
+        assert search(store, VECTORS[start + 7], top=1)[0][0] == str(start + 7)
+    store.remove_all(["5", "1205"])
+    for gone in (5, 1205):
+        assert str(gone) not in [row_id for row_id, _ in search(store, VECTORS[gone])]
+    assert search(store, VECTORS[1206], top=1)[0][0] == "1206"  # moved up a place, still found
+    assert search(store, VECTORS[6], top=1)[0][0] == "6"
+
+
 def test_the_sqlite_store_keeps_its_graph_beside_the_file_while_in_step(tmp_path: Path) -> None:
     path, settings = tmp_path / "v.db", Hnsw(min_rows=500)
     graph = Path(f"{path}-embeddings.hnsw")

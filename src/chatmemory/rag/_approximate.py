@@ -133,6 +133,7 @@ class Graph:
         self.live: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
         self._at: npt.NDArray[np.intp] = np.zeros(0, dtype=np.intp)  # label -> row position
         self._followed: tuple[int, int] | None = None  # (id of the index, its change count)
+        self._lineage: tuple[int, int] | None = None  # (id of the index, its lineage) then
         self._everyone: tuple[Any, Any] | None = None  # the live labels' selector, when some died
         self._plain: tuple[int, Any] | None = None  # search parameters without a filter (ef)
         self.changed = False  # since it was read or saved
@@ -212,7 +213,11 @@ class Graph:
         if self._followed == (id(index), index.changes):
             return
         keys = index.keys
-        if len(self.keys):
+        # Rows only appended since the last follow (the index's lineage is the same): the
+        # labels held keep their positions, only the new rows are added below.
+        appended = self._lineage == (id(index), index.lineage)
+        self._lineage = (id(index), index.lineage)
+        if len(self.keys) and not appended:
             found = np.searchsorted(keys, self.keys)
             inside = found < len(keys)
             found[~inside] = 0
