@@ -326,7 +326,7 @@ class PgVectorEmbeddingStore(SingleWrites):
             terms, size = (row[0], row[1] or 0) if row else ([], 0)
 
             def count(words: list[str]) -> dict[str, int]:
-                found = conn.execute(self._sql.word_rows, [ROWS + 1, words]).fetchall()
+                found = conn.execute(self._sql.word_rows, [words], prepare=False).fetchall()
                 return {word: int(number) for word, number in found if number}
 
             # the words worth ranking by: see _selective
@@ -479,11 +479,12 @@ class _Statements:
             "$$'(?:[^']|'')*'$$, 'g') AS m), (SELECT greatest(reltuples::bigint, "
             "pg_stat_get_live_tuples(oid)) FROM pg_class WHERE oid = to_regclass({n}))"
         ).format(c=sql.Literal(config), n=sql.Literal(".".join(parts)))
-        # How many rows hold each word, from the GIN index, counted up to a limit.
+        # How many rows hold each word, from the GIN index, counted up to ROWS + 1 (a plan for
+        # any limit may read the table instead).
         self.word_rows = sql.SQL(
-            "SELECT w, (SELECT count(*) FROM (SELECT FROM {t} WHERE tsv @@ w::tsquery LIMIT %s) "
+            "SELECT w, (SELECT count(*) FROM (SELECT FROM {t} WHERE tsv @@ w::tsquery LIMIT {n}) "
             "AS s) FROM unnest(%s::text[]) AS w"
-        ).format(t=name)
+        ).format(t=name, n=sql.Literal(ROWS + 1))
 
     def delete_where(self, condition: Filter | None) -> tuple[Any, list[Any]]:
         where, params = _filter(condition)
