@@ -149,6 +149,56 @@ def test_finding_by_metadata_uses_the_metadata_index(dsn: str) -> None:
         assert store.count() == size - 5
 
 
+def test_full_text_ranks_by_the_rare_words_of_a_query(dsn: str) -> None:
+    """A word in more rows than a search may rank (2,000) is left out of the ranking (it would
+    cost a read of every row holding it); the rare words rank, and a query of common words
+    alone finds nothing by its words: a hybrid request is then answered by the vectors."""
+    count = 2_100
+    texts = [f"common chatter number {i}" for i in range(count)] + ["common words and a zebra"]
+    vectors = np.column_stack([np.ones(len(texts)), np.arange(len(texts)) % 7]).astype(np.float32)
+    with loaded(dsn, vectors, [TextSegment(t, {"n": n}) for n, t in enumerate(texts)]) as loaded_:
+        store, ids = loaded_
+        [found] = store.search_text("common zebra", max_results=5)
+        assert found.embedding_id == ids[count]  # "common" is in every row: only "zebra" ranks
+        assert store.search_text("common", max_results=5) == []
+        assert store.search_text("chatter 7", max_results=1)[0].embedding_id == ids[7]
+        assert store.search_text("7 absent", max_results=3, filter=key("n").ne(7)) == []
+        hybrid = EmbeddingSearchRequest(
+            query_embedding=Embedding((1.0, 0.0)), max_results=1, query="common chatter"
+        )
+        assert len(store.search(hybrid).matches) == 1  # the vectors answer alone
+
+
+def test_word_counts_are_read_again_once_the_table_grew(store: PgVectorEmbeddingStore) -> None:
+    """A word's rows are counted once per store and counted again when the statistics say the
+    table grew by a quarter; a word absent is looked up every time."""
+    assert store.search_text("zebra", max_results=1) == []  # absent
+    store.add(vec(1), TextSegment("a zebra"))
+    assert len(store.search_text("zebra", max_results=1)) == 1  # rare: ranked by
+    more = [TextSegment(f"zebra crossing {i}") for i in range(2_100)]
+    store.add_all([vec(1, i) for i in range(len(more))], more)
+    with store._pool.connection() as conn:
+        conn.execute(f"ANALYZE {store.table}")
+    assert store.search_text("zebra", max_results=1) == []  # common now: counted again
+    assert len(store.search_text("zebra crossing 7", max_results=1)) == 1
+
+
+def test_searches_are_planned_for_their_parameters(store: PgVectorEmbeddingStore) -> None:
+    """A filtered search and a full-text search run unprepared, so that PostgreSQL plans each for
+    its filter and words (a prepared statement may get one plan for any of them)."""
+    store.add_all([vec(1, i) for i in range(3)], [TextSegment(f"row {i}") for i in range(3)])
+    request = EmbeddingSearchRequest(query_embedding=vec(1), filter=key("n").eq(1))
+    for n in range(8):  # psycopg prepares a statement from its fifth run
+        store.search(request)
+        store.search_text(f"row {n + 10}", filter=key("n").eq(1))  # a new word counted each time
+        store.select(key("n").eq(1))
+    with store._pool.connection() as conn:
+        prepared = conn.execute("SELECT statement FROM pg_prepared_statements").fetchall()
+    assert not [
+        s for (s,) in prepared if s.startswith("SELECT") and ("metadata" in s or "tsv" in s)
+    ]
+
+
 def test_a_table_made_before_the_metadata_index_gains_it(dsn: str) -> None:
     table = f"old_{uuid.uuid4().hex[:12]}"
     with (

@@ -180,6 +180,31 @@ def test_filters_have_one_meaning_on_every_store(store: Any, condition: Filter) 
     check_one_meaning(store, METADATA, condition)
 
 
+NESTED: list[dict[str, Any]] = [
+    {"tag": "a", "lang": "en"},
+    {"tag": ["a", "b"], "lang": "en"},
+    {"tag": {"a": 1}, "lang": "en"},
+    {"tag": "a", "lang": "fr"},
+]
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        key("tag").eq("a"),
+        key("tag").in_(["a", "b"]),
+        key("tag").eq("a") & key("lang").eq("en"),
+        key("lang").eq("en") & key("tag").eq("a") & key("lang").eq("fr"),
+        key("tag").eq("a") & ~key("lang").eq("fr"),
+    ],
+    ids=repr,
+)
+def test_an_equality_never_matches_a_list_or_an_object_holding_the_value(
+    store: Any, condition: Filter
+) -> None:
+    check_one_meaning(store, NESTED, condition)
+
+
 def check_one_meaning(store: Any, metadata: list[dict[str, Any]], condition: Filter) -> None:
     """Search, select, full text and removal pass the rows `condition.test` passes, no other."""
     ids = store.add_all(

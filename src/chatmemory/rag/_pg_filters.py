@@ -13,11 +13,13 @@ repr of any other. Each reads back as the same float, and comparing them as `num
 The leaves are never NULL (`coalesce`, `CASE ... ELSE false`), so `NOT` negates exactly as the
 Python filters do: an absent key fails `eq`, passes `ne` and `not_in`.
 
-`eq` and `in_` also test jsonb containment (``metadata @> '{"user_id": "ann"}'``), which the
-store's GIN index on the metadata serves, so finding one user's rows reads that index rather
-than the table. Containment alone means more than equality (an array contains its elements,
-an object its sub-objects), so it is ANDed with the exact test, which implies it: the meaning
-is the equality's, the containment only lets the index narrow the rows first.
+`eq` and `in_` are jsonb containment (``metadata @> '{"user_id": "ann"}'``), which the store's
+GIN index on the metadata serves, so finding one user's rows reads that index rather than the
+table. A filter's value is a scalar, and a scalar at a key contains only an equal scalar (an
+array there does not contain its elements: only a whole document that is an array does), so
+containment is the equality. The equalities of one conjunction on distinct keys are one
+containment (``metadata @> '{"kind": "x", "memory_id": "y"}'``): a filter passing most rows
+is tested once per row rather than once per key.
 """
 
 from __future__ import annotations
@@ -50,8 +52,7 @@ def filter_sql(
 
 def _sql(condition: Filter, column: sql.Identifier, params: list[Any]) -> sql.Composable:
     if isinstance(condition, And):
-        left, right = _sql(condition.left, column, params), _sql(condition.right, column, params)
-        return sql.SQL("({} AND {})").format(left, right)
+        return _conjunction(_conjuncts(condition), column, params)
     if isinstance(condition, Or):
         left, right = _sql(condition.left, column, params), _sql(condition.right, column, params)
         return sql.SQL("({} OR {})").format(left, right)
@@ -61,11 +62,8 @@ def _sql(condition: Filter, column: sql.Identifier, params: list[Any]) -> sql.Co
         if condition.negated:
             params.extend([condition.key, [jsonb(v) for v in condition.values]])
             return sql.SQL("(NOT coalesce({} -> %s = ANY(%s::jsonb[]), false))").format(column)
-        params.extend([[jsonb({condition.key: v}) for v in condition.values], condition.key])
-        params.append([jsonb(v) for v in condition.values])
-        return sql.SQL(
-            "({c} @> ANY(%s::jsonb[]) AND coalesce({c} -> %s = ANY(%s::jsonb[]), false))"
-        ).format(c=column)
+        params.append([jsonb({condition.key: v}) for v in condition.values])
+        return sql.SQL("({} @> ANY(%s::jsonb[]))").format(column)
     if isinstance(condition, Compare):
         return _compare(condition, column, params)
     if isinstance(condition, Contains):  # strpos, not LIKE: '%' and '_' in the value are text
@@ -83,8 +81,8 @@ def _compare(condition: Compare, column: sql.Identifier, params: list[Any]) -> s
         params.extend([condition.key, jsonb(value)])
         return sql.SQL("(NOT coalesce({} -> %s = %s, false))").format(column)
     if condition.op == "eq":
-        params.extend([jsonb({condition.key: value}), condition.key, jsonb(value)])
-        return sql.SQL("({c} @> %s AND coalesce({c} -> %s = %s, false))").format(c=column)
+        params.append(jsonb({condition.key: value}))
+        return sql.SQL("({} @> %s)").format(column)
     operator = sql.SQL(_ORDER[condition.op])
     if isinstance(value, bool):  # booleans only compare for equality
         return sql.SQL("false")
@@ -99,6 +97,32 @@ def _compare(condition: Compare, column: sql.Identifier, params: list[Any]) -> s
         "(CASE WHEN jsonb_typeof({c} -> %s) = 'number' "
         "THEN ({c} -> %s)::numeric {op} %s ELSE false END)"
     ).format(c=column, op=operator)
+
+
+def _conjuncts(condition: Filter) -> list[Filter]:
+    """The operands of a chain of `And`s, in order."""
+    if isinstance(condition, And):
+        return [*_conjuncts(condition.left), *_conjuncts(condition.right)]
+    return [condition]
+
+
+def _conjunction(
+    conjuncts: list[Filter], column: sql.Identifier, params: list[Any]
+) -> sql.Composable:
+    """`conjuncts` ANDed, their equalities on distinct keys as one containment (first)."""
+    equal: dict[str, Any] = {}
+    rest: list[Filter] = []
+    for conjunct in conjuncts:
+        if isinstance(conjunct, Compare) and conjunct.op == "eq" and conjunct.key not in equal:
+            equal[conjunct.key] = conjunct.value
+        else:
+            rest.append(conjunct)
+    parts: list[sql.Composable] = []
+    if equal:
+        params.append(jsonb(equal))
+        parts.append(sql.SQL("{} @> %s").format(column))
+    parts += [_sql(conjunct, column, params) for conjunct in rest]
+    return sql.SQL("({})").format(sql.SQL(" AND ").join(parts))
 
 
 def jsonb(value: Any) -> Jsonb:

@@ -14,8 +14,15 @@ candidates the index keeps per search; raise it for recall. Search with a filter
 distance of every row that passes is computed and the nearest are kept (the index would filter
 its nearest candidates afterwards and lose the rows that pass behind nearer ones), so its cost
 grows with the rows that pass: a filter on one user's rows is cheap, one that passes most of
-a large table costs a scan of it. `min_score` only drops the tail of the nearest rows. The
-relevance score is LangChain4j's, ``(cosine + 1) / 2``.
+a large table costs a scan of it (in parallel when the server allows; only ids and distances
+are sorted). `min_score` only drops the tail of the nearest rows. The relevance score is
+LangChain4j's, ``(cosine + 1) / 2``.
+
+Full-text search ranks (`ts_rank_cd`) the rows holding any of the query's rarest words, up to
+2,000 rows in all (see `_selective`): a word found in most rows would cost a read of each of
+them and tells little; a query of such words alone finds nothing by its words, and a hybrid
+request is then answered by its vectors. Each word's rows are counted on the GIN index once per
+store, again when the table's statistics say it grew by a quarter.
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ from ._embeddings import (
 )
 from ._filters import Filter
 from ._hybrid import fused_search
+from ._selective import ROWS, selective
 from ._values import TextSegment
 from ._vectors import as_matrix
 
@@ -142,6 +150,7 @@ class PgVectorEmbeddingStore(SingleWrites):
         self._psycopg = psycopg
         self._sql = _Statements(psycopg.sql, parts, text_search_config, dimension)
         self._config = text_search_config
+        self._word_rows: dict[str, tuple[int, int]] = {}  # see _selective
 
         def configure(conn: Connection[Any]) -> None:
             if create:  # the type must exist before the adapter can register it
@@ -271,14 +280,14 @@ class PgVectorEmbeddingStore(SingleWrites):
         else:
             statement, params = self._sql.delete_where(chosen)
         with self._errors("remove embeddings"), self._pool.connection() as conn:
-            conn.execute(statement, params)
+            conn.execute(statement, params, prepare=False)  # planned for its filter: see _sql
 
     def select(self, filter: Filter) -> dict[str, TextSegment | None]:
         """Every entry whose metadata passes `filter`: its segment, by id (an exact ``WHERE``,
         which the metadata index serves for `eq` and `in_`)."""
         statement, params = self._sql.select_where(check_filter(filter))
         with self._errors("select embeddings"), self._pool.connection() as conn:
-            rows = conn.execute(statement, params).fetchall()
+            rows = conn.execute(statement, params, prepare=False).fetchall()
         return {str(id): _segment(text, metadata) for id, text, metadata in rows}
 
     # -- reading -----------------------------------------------------------------------------
@@ -294,7 +303,7 @@ class PgVectorEmbeddingStore(SingleWrites):
         query = self._numpy.asarray(request.query_embedding.array, dtype=self._numpy.float32)
         statement, params = self._sql.nearest(query, request.filter, request.max_results)
         with self._errors("search"), self._pool.connection() as conn:
-            rows = conn.execute(statement, params).fetchall()
+            rows = conn.execute(statement, params, prepare=False).fetchall()
         # the HNSW index orders by distance alone; ties by id here
         rows.sort(key=lambda row: (row[4], row[0]))
         # `min_score` is applied to the nearest rows, never before: it cuts only the tail
@@ -308,12 +317,25 @@ class PgVectorEmbeddingStore(SingleWrites):
     def search_text(
         self, text: str, *, max_results: int = 3, filter: Filter | None = None
     ) -> list[EmbeddingMatch]:
-        """The segments whose words best match `text` (any of its words; ranked by
-        `ts_rank_cd`), best first."""
+        """The segments whose words best match `text` (any of its rare words, see the module;
+        ranked by `ts_rank_cd`), best first."""
         check_text_search(text, max_results, filter)
         statement, params = self._sql.full_text(filter)
         with self._errors("search the text"), self._pool.connection() as conn:
-            rows = conn.execute(statement, [text, *params, max_results]).fetchall()
+            row = conn.execute(self._sql.lexemes, [text]).fetchone()
+            terms, size = (row[0], row[1] or 0) if row else ([], 0)
+
+            def count(words: list[str]) -> dict[str, int]:
+                found = conn.execute(self._sql.word_rows, [words], prepare=False).fetchall()
+                return {word: int(number) for word, number in found if number}
+
+            # the words worth ranking by: see _selective
+            chosen = selective(list(dict.fromkeys(terms)), self._word_rows, size, count)
+            if not chosen:
+                return []
+            query = " | ".join(chosen)
+            found = conn.execute(statement, [query, query, *params, max_results], prepare=False)
+            rows = found.fetchall()
         return [self._match(row, score=float(row[4])) for row in rows]
 
     def count(self) -> int:
@@ -368,7 +390,13 @@ def _pool_errors() -> type[Exception]:
 
 
 class _Statements:
-    """Every statement of one table, composed once."""
+    """Every statement of one table, composed once.
+
+    Those whose plan depends on their parameters (a filter: the metadata index for one user's
+    rows, a scan for most rows; a tsquery: the GIN index for rare words) run unprepared
+    (`prepare=False`): psycopg prepares a statement run five times, and PostgreSQL may then
+    plan it once for any parameters (a generic plan, chosen without knowing how many rows
+    pass)."""
 
     def __init__(self, sql: Any, parts: list[str], config: str, dimension: int) -> None:
         self.sql = sql
@@ -432,16 +460,31 @@ class _Statements:
             "SELECT id, embedding, text, metadata, embedding <=> %s AS distance FROM {t} "
             "ORDER BY embedding <=> %s LIMIT %s"
         ).format(t=name)
-        # Every row that passes the filter, with its distance, then the nearest: exact. The
-        # index would keep its nearest candidates and filter them afterwards, losing the rows
-        # that pass behind nearer ones; OFFSET 0 keeps the planner from merging the subquery
-        # into the outer query, whose ORDER BY the index could then serve. The filter itself
-        # may use the metadata index.
+        # Every row that passes the filter, with its distance, then the nearest: exact. Only
+        # the id and the distance are sorted (sorting whole rows, vectors and text, copied each
+        # row that passes); the nearest are joined back for the rest. The distance is sorted
+        # as `(embedding <=> q) + 0`, an expression the HNSW index cannot order by: the index
+        # would keep its nearest candidates and filter them afterwards, losing the rows that
+        # pass behind nearer ones. (Unlike an `OFFSET 0` fence, this lets the planner scan
+        # in parallel.) The filter itself may use the metadata index.
         self.exact = sql.SQL(
-            "SELECT * FROM (SELECT id, embedding, text, metadata, embedding <=> %s AS distance "
-            "FROM {t} WHERE {w} OFFSET 0) AS passing "
-            'ORDER BY distance, id COLLATE "C" LIMIT %s'
+            "SELECT r.id, r.embedding, r.text, r.metadata, n.distance FROM "
+            "(SELECT id, (embedding <=> %s) + 0 AS distance FROM {t} WHERE {w} "
+            'ORDER BY distance, id COLLATE "C" LIMIT %s) AS n JOIN {t} AS r ON r.id = n.id'
         )
+        # A query's words, as the text-search configuration makes them (each a quoted tsquery
+        # operand), and the table's estimated size (for `_selective`'s counts).
+        self.lexemes = sql.SQL(
+            "SELECT array(SELECT m[1] FROM regexp_matches(plainto_tsquery({c}, %s)::text, "
+            "$$'(?:[^']|'')*'$$, 'g') AS m), (SELECT greatest(reltuples::bigint, "
+            "pg_stat_get_live_tuples(oid)) FROM pg_class WHERE oid = to_regclass({n}))"
+        ).format(c=sql.Literal(config), n=sql.Literal(".".join(parts)))
+        # How many rows hold each word, from the GIN index, counted up to ROWS + 1 (a plan for
+        # any limit may read the table instead).
+        self.word_rows = sql.SQL(
+            "SELECT w, (SELECT count(*) FROM (SELECT FROM {t} WHERE tsv @@ w::tsquery LIMIT {n}) "
+            "AS s) FROM unnest(%s::text[]) AS w"
+        ).format(t=name, n=sql.Literal(ROWS + 1))
 
     def delete_where(self, condition: Filter | None) -> tuple[Any, list[Any]]:
         where, params = _filter(condition)
@@ -470,13 +513,16 @@ class _Statements:
         return self.exact.format(t=self.name, w=where), [query, *params, top]
 
     def full_text(self, condition: Filter | None) -> tuple[Any, list[Any]]:
+        """The rows matching a tsquery (its parameter, twice) that pass `condition`, best ranked
+        first, up to a limit (the last parameter): ranked by id and rank alone, the best joined
+        back for the rest."""
         where, params = _filter(condition)
         statement = self.sql.SQL(
-            "WITH q AS (SELECT nullif(replace(plainto_tsquery({c}, %s)::text, '&', '|'), '')"
-            "::tsquery AS query) "
-            "SELECT id, embedding, text, metadata, ts_rank_cd(tsv, q.query) AS rank "
-            "FROM {t}, q WHERE tsv @@ q.query AND {w} ORDER BY rank DESC, id LIMIT %s"
-        ).format(t=self.name, w=where, c=self.sql.Literal(self.config))
+            "SELECT r.id, r.embedding, r.text, r.metadata, n.rank FROM "
+            "(SELECT id, ts_rank_cd(tsv, %s::tsquery) AS rank FROM {t} "
+            "WHERE tsv @@ %s::tsquery AND {w} ORDER BY rank DESC, id LIMIT %s) AS n "
+            "JOIN {t} AS r ON r.id = n.id ORDER BY n.rank DESC, n.id"
+        ).format(t=self.name, w=where)
         return statement, params
 
 
