@@ -214,6 +214,28 @@ def test_a_saved_graph_read_back_follows_the_rows_the_next_process_adds(tmp_path
         assert search(store, VECTORS[2_999], top=1)[0][0] == "2999"
 
 
+def test_a_saved_graph_scores_a_few_added_rows_beside_it_and_takes_in_many(
+    tmp_path: Path,
+) -> None:
+    path, settings = tmp_path / "v.db", Hnsw(min_rows=400)
+    with SqliteEmbeddingStore(path, approximate=settings) as store:
+        store.add_all(VECTORS[:400], SEGMENTS[:400], ids=IDS[:400])
+        search(store, QUERIES[0])  # built and saved
+    with SqliteEmbeddingStore(path, approximate=settings) as store:
+        search(store, QUERIES[0])  # read back, a view of the file
+        for start in (400, 410):  # a few rows: scored exactly beside the graph
+            store.add_all(VECTORS[start : start + 10], SEGMENTS[start : start + 10],
+                          ids=IDS[start : start + 10])  # fmt: skip
+            assert search(store, VECTORS[start + 3], top=1)[0][0] == str(start + 3)
+            assert search(store, VECTORS[5], top=1, filter=key("third").eq(2))[0][0] == "5"
+        store.add_all(VECTORS[420:], SEGMENTS[420:], ids=IDS[420:])  # many: taken in
+        assert search(store, VECTORS[2_900], top=1)[0][0] == "2900"
+        assert search(store, VECTORS[415], top=1, filter=key("third").eq(1))[0][0] == "415"
+        expected = search(store, QUERIES[1])
+    with SqliteEmbeddingStore(path, approximate=settings) as store:
+        assert search(store, QUERIES[1]) == expected
+
+
 def test_a_saved_graph_of_another_shape_or_damaged_is_built_again(tmp_path: Path) -> None:
     path, settings = tmp_path / "v.db", Hnsw(min_rows=500)
     graph = Path(f"{path}-embeddings.hnsw")

@@ -34,6 +34,10 @@ __all__ = ["Graph", "Hnsw"]
 
 log = logging.getLogger("chatmemory.rag")
 _INSTALL = "pip install 'chatmemory[hnsw]'"
+_TAIL = 2048
+"""Up to this many rows added after a graph read from its file are scored exactly beside it
+rather than added to it: adding needs the graph read into memory from its mapping (a copy of it
+all, about 300 ms at 100,000 rows), which a new process's first searches should not pay."""
 MAGIC = b"CMHNSW\x02\x00"
 """The saved graph: MAGIC, int64 stamp, label count and dimension, the labels' keys (int64) and
 whether each is live (uint8), then, from the next multiple of 64 bytes (`_index_at`), faiss's
@@ -145,6 +149,8 @@ class Graph:
         """Where it is saved (beside a SQLite file): removed as soon as it holds a row that
         left the store, so that no removed vector stays in a file."""
         self.generation = 0  # counts the syncs that changed labels (a selection's bits follow)
+        self.tail = 0
+        """The position from which `index`'s rows are not in the graph (scored exactly)."""
 
     def __len__(self) -> int:
         return int(self._index.ntotal)
@@ -188,7 +194,23 @@ class Graph:
         )
         found = self._at[labels[labels >= 0]]
         positions: Positions = found[found >= 0]
+        if self.tail < len(index):
+            positions = np.concatenate((positions, self._tail(index, query, wanted, rows)))
         return positions
+
+    def _tail(
+        self, index: VectorIndex, query: Matrix, wanted: int, rows: Selection | None
+    ) -> Positions:
+        """The positions of the `wanted` rows nearest `query` among those after the graph's
+        (`tail`), of `rows`, scored exactly."""
+        tail: Positions = np.arange(self.tail, len(index), dtype=np.intp)
+        if rows is not None and not rows.everything:
+            tail = tail[rows.mask[tail]]
+        if len(tail) > wanted:
+            _, scale, raw = index.parts()
+            cosines = (raw[tail] @ query) * scale[tail]
+            tail = tail[np.argpartition(-cosines, wanted - 1)[:wanted]]
+        return tail
 
     def _params(self, ef: int) -> Any:
         """The search parameters without a filter (kept: they cost as much as a search's
@@ -228,7 +250,9 @@ class Graph:
             self._clear(index)
         top = int(self.keys[-1]) if len(self.keys) else -(2**62)
         start = int(np.searchsorted(keys, top, side="right"))
-        if start < len(keys):
+        self.tail = start
+        if start < len(keys) and (self._mapped is None or len(keys) - start > _TAIL):
+            self.tail = len(keys)
             self._own()
             _, scale, raw = index.parts()
             unit = raw[start:] * scale[start:, None]
