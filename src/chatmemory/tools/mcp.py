@@ -375,7 +375,8 @@ class McpToolProvider:
         finally:
             if not task.done():
                 self._watch(task)
-        if not task.done():
+        if not task.done() or _timed_out(task):
+            # the SDK's own bound (the same `timeout`) or, when the request never left, ours
             raise TimeoutError(f"no answer within {self.timeout:g} s")
         return task.result()
 
@@ -577,6 +578,15 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
     """Mark the outcome of a future nobody may wait for as seen (asyncio logs it otherwise)."""
     if not future.cancelled():
         future.exception()
+
+
+def _timed_out(task: asyncio.Future[Any]) -> bool:
+    """Whether `task` (a request) failed with the SDK's request timeout."""
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import REQUEST_TIMEOUT
+
+    error = None if task.cancelled() else task.exception()
+    return isinstance(error, MCPError) and error.code == REQUEST_TIMEOUT
 
 
 def _describe(error: BaseException, secrets: Sequence[str]) -> str:
