@@ -15,7 +15,8 @@ distance of every row that passes is computed and the nearest are kept (the inde
 its nearest candidates afterwards and lose the rows that pass behind nearer ones), so its cost
 grows with the rows that pass: a filter on one user's rows is cheap, one that passes most of
 a large table costs a scan of it (in parallel when the server allows; only ids and distances
-are sorted). `min_score` only drops the tail of the nearest rows. The relevance score is
+are sorted). With `approximate_filters=True` a filtered search asks the HNSW index first (see
+the class). `min_score` only drops the tail of the nearest rows. The relevance score is
 LangChain4j's, ``(cosine + 1) / 2``.
 
 Full-text search ranks (`ts_rank_cd`) the rows holding any of the query's rarest words, up to
@@ -103,6 +104,18 @@ class PgVectorEmbeddingStore(SingleWrites):
     rows are in (building it at once is much faster than maintaining it row by row; searches
     wait for that transaction), with ``maintenance_work_mem`` raised for that transaction to what
     the graph needs, so that it is built in memory (4x faster at 100,000 rows of 384 dimensions).
+
+    A search with a filter is exact by default: it scans every row that passes, so a filter
+    passing most of a large table (semantic recall's ``memory_id`` in a store holding one long
+    conversation) costs a scan of it. `approximate_filters=True` asks the HNSW index first: its
+    `ef_search` nearest candidates, those passing the filter, the nearest `max_results` of them
+    (ties by id), approximate as a search without a filter is. That answer is kept only when it
+    holds `max_results` rows; a selective filter (fewer came back: its rows lie behind nearer
+    ones that do not pass) gets the exact query instead, in the same connection. Turn it on
+    when filtered searches are on the hot path and most filters pass many rows (recall per
+    turn); leave it off where a filtered search must be complete. `select`, `remove_all(filter)`
+    (forgetting) and full-text search are exact either way; a hybrid request's vector side gets
+    the same treatment as `search`.
     """
 
     def __init__(
@@ -301,7 +314,8 @@ class PgVectorEmbeddingStore(SingleWrites):
 
     def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult:
         """The nearest embeddings by cosine, best first, at or above `min_score`: approximate
-        (the HNSW index) without a filter, exact with one."""
+        (the HNSW index) without a filter, exact with one (unless `approximate_filters` and the
+        index finds `max_results` rows that pass: see the class)."""
         if not isinstance(request, EmbeddingSearchRequest):
             raise ConfigurationError(f"search() takes an EmbeddingSearchRequest, got {request!r}")
         if request.query is not None:  # hybrid: see _hybrid
