@@ -2,9 +2,10 @@
 
 `latency`: a service turn (`ScriptedChatModel`, a 20-message window on SQLite) with and without
 `semantic_recall`, over a history of N stored messages already indexed, on the SQLite embedding
-store (exact, and with `approximate=Hnsw()`) and on pgvector; the difference is recall's cost per
-turn (embedding the query, the search, reading the neighbours, indexing the turn), beside issue
-24's goal at 100,000 messages. Then the first recall of a new process (one that opens the SQLite
+store (exact, and with `approximate=Hnsw()`) and on pgvector (exact, and with
+`approximate_filters=True`: `--store pgvector-approx`); the difference is recall's cost per turn
+(embedding the query, the search, reading the neighbours, indexing the turn), beside issue 24's
+goal at 100,000 messages. Then the first recall of a new process (one that opens the SQLite
 file those turns left, as a restarted service does) and its second. Beside it, embedding one
 query alone with the hashing and the local model.
 
@@ -58,7 +59,7 @@ THINGS = [
     "dog's name", "office floor", "parking spot", "train seat", "pharmacy",
 ]  # fmt: skip
 SMALL_TALK = ["How is the weather?", "Any plans today?", "Did you sleep well?", "Nice!", "Thanks."]
-STORES = ("sqlite", "sqlite-hnsw", "pgvector")
+STORES = ("sqlite", "sqlite-hnsw", "pgvector", "pgvector-approx")
 TURN_GOAL, FIRST_GOAL = 5.0, 200.0
 """Issue 24's goals at 100,000 messages: what recall adds to a turn, and a new process's first
 recall (ms)."""
@@ -105,6 +106,10 @@ def _latency_rows(
                 stores.append(("SQLite (Hnsw)", stack.enter_context(store)))
             if "pgvector" in chosen:
                 stores.append(("pgvector", _pgvector(stack)))
+            if "pgvector-approx" in chosen:  # recall's filter answered by the HNSW index
+                stores.append(
+                    ("pgvector (approximate_filters)", _pgvector(stack, approximate=True))
+                )
             chats = stack.enter_context(SqliteChatMemoryStore(path))
             for size in sizes:
                 memory_id = f"bench{size}"
@@ -154,14 +159,17 @@ def _latency_rows(
     return rows, firsts
 
 
-def _pgvector(stack: ExitStack) -> Any:
+def _pgvector(stack: ExitStack, *, approximate: bool = False) -> Any:
     from tests.rag.pgvector_server import pgvector_dsn
 
     from chatmemory.rag.pgvector import PgVectorEmbeddingStore
 
     dsn = stack.enter_context(pgvector_dsn())
     table_name = f"recall_{uuid.uuid4().hex[:8]}"
-    return stack.enter_context(PgVectorEmbeddingStore(dsn, dimension=384, table=table_name))
+    store = PgVectorEmbeddingStore(
+        dsn, dimension=384, table=table_name, approximate_filters=approximate
+    )
+    return stack.enter_context(store)
 
 
 _FIRST = """

@@ -52,7 +52,7 @@ def vec(*values: float) -> Embedding:
 
 @contextmanager
 def loaded(
-    dsn: str, vectors: np.ndarray, segments: Sequence[TextSegment]
+    dsn: str, vectors: np.ndarray, segments: Sequence[TextSegment], *, approximate: bool = False
 ) -> Iterator[tuple[PgVectorEmbeddingStore, list[str]]]:
     """A store holding these rows (`add_all` in batches) and their ids; its HNSW index is built
     after the load, as a bulk import would (inserting into the index row by row takes minutes
@@ -68,7 +68,9 @@ def loaded(
             ids += store.add_all(
                 [Embedding(tuple(v.tolist())) for v in chunk], segments[first : first + 10_000]
             )
-    with PgVectorEmbeddingStore(dsn, dimension=dimension, table=table) as store:
+    with PgVectorEmbeddingStore(
+        dsn, dimension=dimension, table=table, approximate_filters=approximate
+    ) as store:
         try:
             with store._pool.connection() as conn:
                 conn.execute(f"ANALYZE {table}")
@@ -147,6 +149,53 @@ def test_finding_by_metadata_uses_the_metadata_index(dsn: str) -> None:
         assert {m.embedding_id for m in store.search(request).matches} <= expected
         store.remove_all(ann)
         assert store.count() == size - 5
+
+
+def test_approximate_filters_ask_the_index_and_fall_back_to_exact(dsn: str) -> None:
+    """With `approximate_filters`, a filter passing most of 20,000 rows is answered by the HNSW
+    index (its plan; the unfiltered search's order when every candidate passes), `min_score`
+    cutting its tail; a filter passing 5 rows behind nearer ones still finds all 5, in order
+    (the exact query, as fewer than `max_results` came back from the index)."""
+    rng = np.random.default_rng(3)
+    size = 20_000
+    near = np.column_stack([np.ones(size - 5), rng.uniform(0, 0.5, size=(size - 5, 3))])
+    far = np.array([[1.0, 1 + 0.5 * i, 0.2, 0.0] for i in range(5)])
+    vectors = np.vstack([near, far]).astype(np.float32)
+    segments = [TextSegment(f"bob {n}", {"user": "bob"}) for n in range(size - 5)]
+    segments += [TextSegment(f"ann {i}", {"user": "ann"}) for i in range(5)]
+    from psycopg import sql
+
+    with loaded(dsn, vectors, segments, approximate=True) as (store, ids):
+        bob, ann = key("user").eq("bob"), key("user").eq("ann")
+        query = Embedding((1.0, 0.1, 0.1, 0.0))
+        statement, params = store._sql.nearest_indexed(query.array, bob, 10)
+        with store._pool.connection() as conn, conn.transaction():
+            conn.execute(store._sql.index_order)
+            plan = conn.execute(sql.SQL("EXPLAIN ") + statement, params).fetchall()
+        plan_text = "\n".join(row[0] for row in plan)
+        assert f"Index Scan using {store.table}_hnsw" in plan_text
+        assert "Bitmap" not in plan_text
+        assert "Seq Scan" not in plan_text
+
+        def found(filter: Filter | None, top: int, min_score: float = 0.0) -> list[str]:
+            request = EmbeddingSearchRequest(
+                query_embedding=query, max_results=top, min_score=min_score, filter=filter
+            )
+            return [m.embedding_id for m in store.search(request).matches]
+
+        unfiltered = found(None, 10)  # the HNSW index's order; all 10 are bob's
+        assert found(bob, 10) == unfiltered
+        assert found(ann, 5) == ids[-5:]
+        assert found(ann, 10) == ids[-5:]
+        scores = [
+            m.score
+            for m in store.search(
+                EmbeddingSearchRequest(query_embedding=query, max_results=10, filter=bob)
+            ).matches
+        ]
+        cut = (scores[4] + scores[5]) / 2
+        assert found(bob, 10, min_score=cut) == unfiltered[:5]
+        assert found(bob, 3) == unfiltered[:3]
 
 
 def test_full_text_ranks_by_the_rare_words_of_a_query(dsn: str) -> None:
@@ -245,6 +294,9 @@ def test_dimensions_and_settings_are_checked(dsn: str, store: PgVectorEmbeddingS
         PgVectorEmbeddingStore(dsn, dimension=4, ef_search=0)
     with pytest.raises(ConfigurationError, match="`rebuild_index_from` must be a positive int"):
         PgVectorEmbeddingStore(dsn, dimension=4, rebuild_index_from=0)
+    for flag in ("yes", 1, None):
+        with pytest.raises(ConfigurationError, match="`approximate_filters` is True"):
+            PgVectorEmbeddingStore(dsn, dimension=4, approximate_filters=flag)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("schema", [False, True])

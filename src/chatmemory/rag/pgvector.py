@@ -15,7 +15,8 @@ distance of every row that passes is computed and the nearest are kept (the inde
 its nearest candidates afterwards and lose the rows that pass behind nearer ones), so its cost
 grows with the rows that pass: a filter on one user's rows is cheap, one that passes most of
 a large table costs a scan of it (in parallel when the server allows; only ids and distances
-are sorted). `min_score` only drops the tail of the nearest rows. The relevance score is
+are sorted). With `approximate_filters=True` a filtered search asks the HNSW index first (see
+the class). `min_score` only drops the tail of the nearest rows. The relevance score is
 LangChain4j's, ``(cosine + 1) / 2``.
 
 Full-text search ranks (`ts_rank_cd`) the rows holding any of the query's rarest words, up to
@@ -103,6 +104,18 @@ class PgVectorEmbeddingStore(SingleWrites):
     rows are in (building it at once is much faster than maintaining it row by row; searches
     wait for that transaction), with ``maintenance_work_mem`` raised for that transaction to what
     the graph needs, so that it is built in memory (4x faster at 100,000 rows of 384 dimensions).
+
+    A search with a filter is exact by default: it scans every row that passes, so a filter
+    passing most of a large table (semantic recall's ``memory_id`` in a store holding one long
+    conversation) costs a scan of it. `approximate_filters=True` asks the HNSW index first: its
+    `ef_search` nearest candidates, those passing the filter, the nearest `max_results` of them
+    (ties by id), approximate as a search without a filter is. That answer is kept only when it
+    holds `max_results` rows; a selective filter (fewer came back: its rows lie behind nearer
+    ones that do not pass) gets the exact query instead, in the same connection. Turn it on
+    when filtered searches are on the hot path and most filters pass many rows (recall per
+    turn); leave it off where a filtered search must be complete. `select`, `remove_all(filter)`
+    (forgetting) and full-text search are exact either way; a hybrid request's vector side gets
+    the same treatment as `search`.
     """
 
     def __init__(
@@ -118,6 +131,7 @@ class PgVectorEmbeddingStore(SingleWrites):
         min_size: int = 1,
         max_size: int = 4,
         timeout: float = 30.0,
+        approximate_filters: bool = False,
     ) -> None:
         numpy, psycopg, psycopg_pool, register_vector = _modules()
         if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
@@ -143,7 +157,13 @@ class PgVectorEmbeddingStore(SingleWrites):
             raise ConfigurationError(
                 f"`rebuild_index_from` must be a positive int, got {rebuild_index_from!r}"
             )
+        if not isinstance(approximate_filters, bool):
+            raise ConfigurationError(
+                f"`approximate_filters` is True (a filtered search asks the HNSW index first) "
+                f"or False (always exact), got {approximate_filters!r}"
+            )
         self._rebuild_from = rebuild_index_from
+        self._approximate_filters = approximate_filters
         self.dimension = dimension
         self.table = table
         self._numpy = numpy
@@ -294,16 +314,22 @@ class PgVectorEmbeddingStore(SingleWrites):
 
     def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult:
         """The nearest embeddings by cosine, best first, at or above `min_score`: approximate
-        (the HNSW index) without a filter, exact with one."""
+        (the HNSW index) without a filter, exact with one (unless `approximate_filters` and the
+        index finds `max_results` rows that pass: see the class)."""
         if not isinstance(request, EmbeddingSearchRequest):
             raise ConfigurationError(f"search() takes an EmbeddingSearchRequest, got {request!r}")
         if request.query is not None:  # hybrid: see _hybrid
             return fused_search(self, request)
         self._check_embedding(request.query_embedding)
         query = self._numpy.asarray(request.query_embedding.array, dtype=self._numpy.float32)
-        statement, params = self._sql.nearest(query, request.filter, request.max_results)
+        condition, top = request.filter, request.max_results
         with self._errors("search"), self._pool.connection() as conn:
-            rows = conn.execute(statement, params, prepare=False).fetchall()
+            rows = None
+            if condition is not None and self._approximate_filters:
+                rows = self._indexed(conn, query, condition, top)
+            if rows is None:
+                statement, params = self._sql.nearest(query, condition, top)
+                rows = conn.execute(statement, params, prepare=False).fetchall()
         # the HNSW index orders by distance alone; ties by id here
         rows.sort(key=lambda row: (row[4], row[0]))
         # `min_score` is applied to the nearest rows, never before: it cuts only the tail
@@ -313,6 +339,18 @@ class PgVectorEmbeddingStore(SingleWrites):
             if 1 - float(row[4]) / 2 >= request.min_score
         ]
         return EmbeddingSearchResult(tuple(matches))
+
+    def _indexed(
+        self, conn: Connection[Any], query: Any, condition: Filter, top: int
+    ) -> list[Any] | None:
+        """`approximate_filters`: the HNSW index's `ef_search` nearest candidates that pass
+        `condition`, the nearest `top` of them; None when fewer came back (a selective filter:
+        rows that pass may be behind nearer ones that do not), for the exact query instead."""
+        statement, params = self._sql.nearest_indexed(query, condition, top)
+        with conn.transaction():
+            conn.execute(self._sql.index_order)  # the HNSW index, never the metadata's bitmap
+            rows = conn.execute(statement, params, prepare=False).fetchall()
+        return rows if len(rows) >= top else None
 
     def search_text(
         self, text: str, *, max_results: int = 3, filter: Filter | None = None
@@ -460,6 +498,13 @@ class _Statements:
             "SELECT id, embedding, text, metadata, embedding <=> %s AS distance FROM {t} "
             "ORDER BY embedding <=> %s LIMIT %s"
         ).format(t=name)
+        # `approximate_filters`: for the filtered search that asks the HNSW index first, plans
+        # without a scan of the table or the metadata index's bitmap (which would read every
+        # row that passes), so that the index orders the rows (local to its transaction).
+        self.index_order = sql.SQL(
+            "SELECT set_config('enable_seqscan', 'off', true), "
+            "set_config('enable_bitmapscan', 'off', true)"
+        )
         # Every row that passes the filter, with its distance, then the nearest: exact. Only
         # the id and the distance are sorted (sorting whole rows, vectors and text, copied each
         # row that passes); the nearest are joined back for the rest. The distance is sorted
@@ -511,6 +556,16 @@ class _Statements:
             return self.approximate, [query, query, top]
         where, params = _filter(condition)
         return self.exact.format(t=self.name, w=where), [query, *params, top]
+
+    def nearest_indexed(self, query: Any, condition: Filter, top: int) -> tuple[Any, list[Any]]:
+        """The `top` rows nearest `query` among the HNSW index's candidates that pass
+        `condition` (approximate: run after `index_order`), and the parameters."""
+        where, params = _filter(condition)
+        statement = self.sql.SQL(
+            "SELECT id, embedding, text, metadata, embedding <=> %s AS distance FROM {t} "
+            "WHERE {w} ORDER BY embedding <=> %s LIMIT %s"
+        ).format(t=self.name, w=where)
+        return statement, [query, *params, query, top]
 
     def full_text(self, condition: Filter | None) -> tuple[Any, list[Any]]:
         """The rows matching a tsquery (its parameter, twice) that pass `condition`, best ranked
