@@ -329,7 +329,7 @@ class PgVectorEmbeddingStore(SingleWrites):
                 rows = self._indexed(conn, query, condition, top)
             if rows is None:
                 statement, params = self._sql.nearest(query, condition, top)
-                rows = conn.execute(statement, params, prepare=False).fetchall()
+                rows = conn.execute(statement, params, prepare=False, binary=True).fetchall()
         # the HNSW index orders by distance alone; ties by id here
         rows.sort(key=lambda row: (row[4], row[0]))
         # `min_score` is applied to the nearest rows, never before: it cuts only the tail
@@ -349,7 +349,7 @@ class PgVectorEmbeddingStore(SingleWrites):
         statement, params = self._sql.nearest_indexed(query, condition, top)
         with conn.transaction():
             conn.execute(self._sql.index_order)  # the HNSW index, never the metadata's bitmap
-            rows = conn.execute(statement, params, prepare=False).fetchall()
+            rows = conn.execute(statement, params, prepare=False, binary=True).fetchall()
         return rows if len(rows) >= top else None
 
     def search_text(
@@ -372,7 +372,9 @@ class PgVectorEmbeddingStore(SingleWrites):
             if not chosen:
                 return []
             query = " | ".join(chosen)
-            found = conn.execute(statement, [query, query, *params, max_results], prepare=False)
+            found = conn.execute(
+                statement, [query, query, *params, max_results], prepare=False, binary=True
+            )
             rows = found.fetchall()
         return [self._match(row, score=float(row[4])) for row in rows]
 
