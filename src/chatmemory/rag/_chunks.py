@@ -11,6 +11,7 @@ import os
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -79,24 +80,17 @@ class Chunks:
         """The vectors of the chunks as an index, when they are in step with the table (which
         holds `count` rows; rows above the chunks are the caller's to read), else None."""
         self._chunks = None
-        state = dict(db.execute(f"SELECT name, value FROM {self.table}_state").fetchall())
-        if state.get("chunked") != state.get("updates", 0):
+        found = self._spans(db)
+        if found is None:
             return None
-        spans = db.execute(
-            f"SELECT chunk, low, high, size FROM {self.table}_vectors ORDER BY chunk"
-        ).fetchall()
+        state, spans = found
         total = sum(size for *_, size in spans)
         if not total:
             return None
         writes = int(state.get("writes", 0))
         mapped = self._map(writes, total)
         index = mapped or self._read(db, total)
-        if index is None or not all(
-            index.keys[at] == low and index.keys[at + size - 1] == high
-            for at, (_, low, high, size) in zip(
-                np.cumsum([0] + [s[3] for s in spans[:-1]]), spans, strict=True
-            )
-        ):
+        if index is None or _covered(index.keys, spans) != total:
             return None
         (above,) = db.execute(
             f"SELECT count(*) FROM {self.table} WHERE rowid > ?", (int(index.keys[-1]),)
@@ -106,7 +100,7 @@ class Chunks:
         if mapped is None:
             self._save(writes, index)
         if not above:
-            self._chunks = [(int(c), int(low), int(high)) for c, low, high, _ in spans]
+            self._chunks = _known(spans)
         return index
 
     def follow(self, db: sqlite3.Connection, cache: VectorIndex) -> None:
@@ -116,19 +110,20 @@ class Chunks:
         number its chunks from what it wrote last, overwriting or overlapping the others', and
         a new process would read the table row by row."""
         self._chunks = None
+        found = self._spans(db)
+        if found is not None and found[1] and _covered(cache.keys, found[1]) == len(cache):
+            self._chunks = _known(found[1])
+
+    def _spans(self, db: sqlite3.Connection) -> tuple[dict[str, int], list[Any]] | None:
+        """The state table's values and the chunks' (chunk, low, high, size) in order, when
+        the chunks are in step with the rows updated in place (else None)."""
         state = dict(db.execute(f"SELECT name, value FROM {self.table}_state").fetchall())
         if state.get("chunked") != state.get("updates", 0):
-            return
+            return None
         spans = db.execute(
             f"SELECT chunk, low, high, size FROM {self.table}_vectors ORDER BY chunk"
         ).fetchall()
-        keys, at = cache.keys, 0
-        for _, low, high, size in spans:
-            if not 0 < size <= len(keys) - at or keys[at] != low or keys[at + size - 1] != high:
-                return
-            at += size
-        if spans and at == len(keys):
-            self._chunks = [(int(c), int(low), int(high)) for c, low, high, _ in spans]
+        return state, spans
 
     def _read(self, db: sqlite3.Connection, total: int) -> VectorIndex | None:
         keys = np.empty(total, dtype=np.int64)
@@ -298,3 +293,19 @@ class Chunks:
             ),
         )
         return True
+
+
+def _covered(keys: npt.NDArray[np.int64], spans: list[Any]) -> int | None:
+    """How many of `keys`, from the first, the chunks `spans` hold in order (each chunk's low
+    and high key where they should be); None when one does not fit."""
+    at = 0
+    for _, low, high, size in spans:
+        if not 0 < size <= len(keys) - at or keys[at] != low or keys[at + size - 1] != high:
+            return None
+        at += size
+    return at
+
+
+def _known(spans: list[Any]) -> list[tuple[int, int, int]]:
+    """The chunks as this store keeps them: (chunk, low, high)."""
+    return [(int(c), int(low), int(high)) for c, low, high, _ in spans]
