@@ -207,8 +207,7 @@ class Graph:
         if rows is not None and not rows.everything:
             tail = tail[rows.mask[tail]]
         if len(tail) > wanted:
-            _, scale, raw = index.parts()
-            cosines = (raw[tail] @ query) * scale[tail]
+            cosines = index.cosines(tail, query)
             tail = tail[np.argpartition(-cosines, wanted - 1)[:wanted]]
         return tail
 

@@ -271,6 +271,12 @@ class VectorIndex:
     def vectors(self, positions: npt.NDArray[np.intp]) -> Matrix:
         return self._raw[positions]
 
+    def cosines(self, positions: Positions, q: Matrix) -> Matrix:
+        """The cosines of the rows at `positions` with the unit float32 query `q`."""
+        cosines = self._raw[positions] @ q
+        cosines *= self._scale[positions]
+        return cosines
+
     def selection(self, name: str, mask: Callable[[], npt.NDArray[np.bool_]]) -> Selection:
         """The rows the filter named `name` passes: kept from the last time it was asked
         until rows are added or removed, else `mask()` (a boolean per position; it may leave
@@ -306,8 +312,7 @@ class VectorIndex:
             cosines = rows.vectors @ q
             cosines *= rows.scale
         else:
-            cosines = self._raw[chosen] @ q
-            cosines *= self._scale[chosen]
+            cosines = self.cosines(chosen, q)
         return cosines, chosen
 
     def top(
@@ -330,7 +335,7 @@ class VectorIndex:
         if near is not None:
             # A few candidates, scored exactly and ordered as Python lists: with cold caches
             # each numpy call costs microseconds, more than ordering twenty numbers.
-            found = (((self._raw[near] @ q) * self._scale[near] + 1.0) / 2.0).tolist()
+            found = ((self.cosines(near, q) + 1.0) / 2.0).tolist()
             at, keys = near.tolist(), self.keys[near].tolist()
             best = sorted(range(len(at)), key=lambda n: (-found[n], at[n]))[:count]
             low = min_score - 1e-7
