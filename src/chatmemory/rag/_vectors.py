@@ -10,7 +10,6 @@ search answers the same on every store and every run.
 from __future__ import annotations
 
 import bisect
-import contextlib
 import heapq
 import itertools
 import math
@@ -204,31 +203,23 @@ class VectorIndex:
         self._scale = self._scale_rows[:end]
 
     def _grow(self, needed: int) -> None:
-        """Room for `needed` rows: capacity grows by a quarter at least, so adding one row at
-        a time costs amortised O(1) copies instead of the whole matrix each time. A buffer
-        nothing else views is resized in place (a large one is remapped by the allocator, not
-        copied), any other is copied. (Room is memory the system must map and zero: a quarter
-        more, not twice as much, keeps that to what is used.)"""
+        """Room for `needed` rows: capacity at least doubles, so adding one row at a time costs
+        amortised O(1) copies instead of the whole matrix each time. The buffers are copied
+        into new ones left unfilled (`np.empty`): their room costs no memory until rows fill
+        it, where resizing in place zeroes it and, measured, copies a large buffer anyway
+        (growing by a quarter to 100,000 rows of 384 float32s copied 5x the matrix: 0.24 s of
+        a 1 s ingest; doubling into empty buffers, 0.06 s). A view of the old buffers that
+        something holds stays valid."""
         if needed <= len(self._raw_rows):
             return
-        capacity = max(needed, len(self._raw_rows) * 5 // 4, 64)
+        capacity = max(needed, 2 * len(self._raw_rows), 64)
         filled = len(self.keys)
-        # `keys`, `_raw` and `_scale` are views of the buffers: let go while they are resized.
-        self.keys, self._raw, self._scale = _unviewed()
-        try:
-            with contextlib.suppress(ValueError):  # refused: something holds a view of it
-                self._raw_rows.resize((capacity, self.dimension or 0), refcheck=True)
-            with contextlib.suppress(ValueError):
-                self._key_rows.resize(capacity, refcheck=True)
-            with contextlib.suppress(ValueError):
-                self._scale_rows.resize(capacity, refcheck=True)
-            self._raw_rows = _enlarged(self._raw_rows, capacity, filled)
-            self._key_rows = _enlarged(self._key_rows, capacity, filled)
-            self._scale_rows = _enlarged(self._scale_rows, capacity, filled)
-        finally:
-            self.keys = self._key_rows[:filled]
-            self._raw = self._raw_rows[:filled]
-            self._scale = self._scale_rows[:filled]
+        self._raw_rows = _enlarged(self._raw_rows, capacity, filled)
+        self._key_rows = _enlarged(self._key_rows, capacity, filled)
+        self._scale_rows = _enlarged(self._scale_rows, capacity, filled)
+        self.keys = self._key_rows[:filled]
+        self._raw = self._raw_rows[:filled]
+        self._scale = self._scale_rows[:filled]
 
     def positions(self, keys: npt.ArrayLike, *, ordered: bool = False) -> npt.NDArray[np.intp]:
         """The positions of those of `keys` this index holds, in increasing order (`ordered`:
@@ -390,11 +381,6 @@ def _enlarged(rows: _Buffer, capacity: int, filled: int) -> _Buffer:
     larger = np.empty((capacity, *rows.shape[1:]), dtype=rows.dtype)
     larger[:filled] = rows[:filled]
     return larger
-
-
-def _unviewed() -> tuple[Keys, Matrix, Matrix]:
-    """Empty stand-ins for an index's views of its buffers."""
-    return np.zeros(0, np.int64), np.zeros((0, 0), np.float32), np.zeros(0, np.float32)
 
 
 _SELECTIONS = 64
