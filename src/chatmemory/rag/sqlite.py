@@ -67,8 +67,9 @@ from ._vectors import MetadataIndex, Selection, VectorIndex, check_embeddings, w
 
 __all__ = ["SqliteEmbeddingStore"]
 
-_Added = tuple[list[str], "npt.NDArray[np.float32]", list[TextSegment | None]]
-"""Rows a write added: ids, their vectors as one float32 matrix, their segments."""
+_Added = tuple[int, int, "npt.NDArray[np.float32]", list[TextSegment | None]]
+"""Rows a write added: the table's top rowid before it inserted them, the rowid of the first
+(the others follow it one by one), their vectors as one float32 matrix, their segments."""
 
 _SHARED_LOCKS: dict[int, threading.RLock] = {}
 _SHARED_LOCKS_GUARD = threading.Lock()
@@ -323,15 +324,14 @@ class SqliteEmbeddingStore(SingleWrites):
         last = dict(zip(new_ids, range(len(new_ids)), strict=True))  # a repeated id: the last
         order = sorted(last.values())  # wins
         vectors = batch.vectors[order] if len(order) != len(new_ids) else batch.vectors
-        blobs = vectors.tobytes()
-        width = 4 * vectors.shape[1]
         kept = [batch.segments[n] for n in order]
         kept_ids = [new_ids[n] for n in order]
+        texts = [None if s is None else s.text for s in kept]
         rows = list(
             zip(
                 kept_ids,
-                [blobs[k : k + width] for k in range(0, len(blobs), width)],
-                [None if s is None else s.text for s in kept],
+                list(np.ascontiguousarray(vectors)),  # each row a view: bound as its bytes
+                texts,
                 [None if s is None else _json(held(s.metadata)) for s in kept],
                 strict=True,
             )
@@ -348,20 +348,28 @@ class SqliteEmbeddingStore(SingleWrites):
                     f"RETURNING rowid, id",
                     (json.dumps(kept_ids),),
                 ).fetchall()
+                (top,) = self._db.execute(f"SELECT coalesce(max(rowid), 0) FROM {t}").fetchone()
                 if bulk:
-                    (top,) = self._db.execute(f"SELECT coalesce(max(rowid), 0) FROM {t}").fetchone()
                     self._db.execute(f"INSERT INTO {t}_state (name, value) VALUES ('{_BULK}', 1)")
+                # SQLite gives the first row its rowid (AUTOINCREMENT: above every rowid the
+                # table ever held), the others follow it: so their rowids are known without
+                # reading back the rows just written (65-80 ms per 10,000 rows).
+                (first,) = self._db.execute(
+                    f"INSERT INTO {t} (id, vector, text, metadata) VALUES (?, ?, ?, ?) "
+                    f"RETURNING rowid",
+                    rows[0],
+                ).fetchone()
                 self._db.executemany(
-                    f"INSERT INTO {t} (id, vector, text, metadata) VALUES (?, ?, ?, ?)", rows
+                    f"INSERT INTO {t} (rowid, id, vector, text, metadata) VALUES (?, ?, ?, ?, ?)",
+                    [(first + n, *row) for n, row in enumerate(rows[1:], 1)],
                 )
-                if bulk:
-                    self._db.execute(
-                        f"INSERT INTO {t}_fts (rowid, text) SELECT rowid, text FROM {t} "
-                        f"WHERE rowid > ? AND text IS NOT NULL",
-                        (int(top),),
+                if bulk:  # the texts as given, not read back from the rows
+                    self._db.executemany(
+                        f"INSERT INTO {t}_fts (rowid, text) VALUES (?, ?)",
+                        [(first + n, text) for n, text in enumerate(texts) if text is not None],
                     )
                     self._db.execute(f"DELETE FROM {t}_state WHERE name = '{_BULK}'")
-                follow(replaced, (kept_ids, vectors, kept))
+                follow(replaced, (int(top), int(first), vectors, kept))
         return new_ids
 
     def search(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult:
@@ -618,10 +626,11 @@ class SqliteEmbeddingStore(SingleWrites):
     def _following(self) -> Iterator[Callable[..., None]]:
         """Keep the cache (and the chunks of vectors) in step with this store's own write,
         which the caller makes in the block and reports with the (rowid, id) it deleted (or
-        replaced) and the rows it added (ids, vectors, segments, in insertion order). When
-        nothing else committed since the cache was read (data_version, read under the write
-        lock, says so), the cache drops those rows and takes the added ones as they are, asking
-        the table only for their rowids, and the chunks are written in the same transaction.
+        replaced) and the rows it added (see `_Added`). When nothing else committed since the
+        cache was read (data_version, read under the write lock, says so) and no row lay above
+        the cache's before the write inserted its rows, the cache drops those rows and takes
+        the added ones as they are, reading nothing, and the chunks are written in the same
+        transaction.
         Otherwise, or on a shared connection, `_refresh` decides after the write; after a
         failed write the cache is read again on next use."""
         current = self._version is not None
@@ -639,18 +648,15 @@ class SqliteEmbeddingStore(SingleWrites):
             self._cache.remove([r[0] for r in deleted])
             for _, row_id in deleted:
                 self._damaged.pop(row_id, None)  # a row the cache never held left the table
-            new = self._db.execute(
-                f"SELECT rowid, id FROM {self.table} WHERE rowid > ? ORDER BY rowid",
-                (int(known_top),),
-            ).fetchall()
-            if added is not None and [r[1] for r in new] == added[0]:
-                keys = [int(r[0]) for r in new]
-                self._cache.append(keys, added[1])
-                metadata = [_plain(s) for s in added[2]]
+            if added is not None and added[0] <= known_top:
+                _, first, vectors, segments = added
+                keys = range(first, first + len(vectors))
+                self._cache.append(keys, vectors)
+                metadata = [_plain(s) for s in segments]
                 self._keyed.add(keys, metadata)
                 if self._metadata is not None:
                     self._metadata.add(keys, metadata)
-            elif new:  # pragma: no cover - rows of another program in our transaction
+            else:  # pragma: no cover - rows of another program in our transaction (or none)
                 self._load(self._rows(f"WHERE rowid > {int(known_top)}"))
             self._shape = self._stamp()
             self._chunks.write(self._db, self._cache, [r[0] for r in deleted])
