@@ -354,11 +354,11 @@ class SqliteEmbeddingStore(SingleWrites):
                 # SQLite gives the first row its rowid (AUTOINCREMENT: above every rowid the
                 # table ever held), the others follow it: so their rowids are known without
                 # reading back the rows just written (65-80 ms per 10,000 rows).
-                (first,) = self._db.execute(
+                ((first,),) = self._db.execute(  # (all fetched: the statement is done)
                     f"INSERT INTO {t} (id, vector, text, metadata) VALUES (?, ?, ?, ?) "
                     f"RETURNING rowid",
                     rows[0],
-                ).fetchone()
+                ).fetchall()
                 self._db.executemany(
                     f"INSERT INTO {t} (rowid, id, vector, text, metadata) VALUES (?, ?, ?, ?, ?)",
                     [(first + n, *row) for n, row in enumerate(rows[1:], 1)],
