@@ -35,6 +35,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from itertools import compress, islice
 from pathlib import Path
 from typing import Any
 
@@ -331,16 +332,13 @@ class SqliteEmbeddingStore(SingleWrites):
         kept = [batch.segments[n] for n in order]
         kept_ids = [new_ids[n] for n in order]
         texts = [None if s is None else s.text for s in kept]
-        rows = list(
-            zip(
-                kept_ids,
-                list(np.ascontiguousarray(vectors)),  # each row a view: bound as its bytes
-                texts,
-                [None if s is None else _json(held(s.metadata)) for s in kept],
-                strict=True,
-            )
+        columns = (  # id, vector, text, metadata
+            kept_ids,
+            list(np.ascontiguousarray(vectors)),  # each row a view: bound as its bytes
+            texts,
+            [None if s is None else _json(held(s.metadata)) for s in kept],
         )
-        bulk = len(rows) >= _BULK_FROM
+        bulk = len(kept_ids) >= _BULK_FROM
         t = self.table
         with self._lock, self._errors("add embeddings"):
             self._refresh()
@@ -362,16 +360,18 @@ class SqliteEmbeddingStore(SingleWrites):
                 ((first,),) = self._db.execute(  # (all fetched: the statement is done)
                     f"INSERT INTO {t} (id, vector, text, metadata) VALUES (?, ?, ?, ?) "
                     f"RETURNING rowid",
-                    rows[0],
+                    [column[0] for column in columns],
                 ).fetchall()
+                keys = range(first, first + len(kept_ids))
                 self._db.executemany(
                     f"INSERT INTO {t} (rowid, id, vector, text, metadata) VALUES (?, ?, ?, ?, ?)",
-                    [(first + n, *row) for n, row in enumerate(rows[1:], 1)],
+                    zip(keys[1:], *(islice(column, 1, None) for column in columns), strict=True),
                 )
                 if bulk:  # the texts as given, not read back from the rows
+                    given = [text is not None for text in texts]
                     self._db.executemany(
                         f"INSERT INTO {t}_fts (rowid, text) VALUES (?, ?)",
-                        [(first + n, text) for n, text in enumerate(texts) if text is not None],
+                        zip(compress(keys, given), compress(texts, given), strict=True),
                     )
                     self._db.execute(f"DELETE FROM {t}_state WHERE name = '{_BULK}'")
                 follow(replaced, (int(top), int(first), vectors, kept))
