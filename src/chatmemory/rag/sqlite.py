@@ -87,7 +87,8 @@ def _lock_for(connection: sqlite3.Connection) -> threading.RLock:
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 _BULK = "bulk"
 """The state row a bulk write sets inside its transaction: the insert trigger then leaves the
-text to the write, which indexes all its rows in one statement."""
+text to the write, which indexes the texts it was given together (not read back from its
+rows)."""
 _BULK_FROM = 32
 """From this many rows, `add_all` is a bulk write."""
 _ROOM, _ROOM_MOST = 3, 256 << 20
@@ -233,8 +234,8 @@ class SqliteEmbeddingStore(SingleWrites):
             self._db.execute(f"DROP TRIGGER {t}_ai")
         for statement in (
             # Text is indexed row by row, unless a bulk write (this store's add_all of many
-            # rows) flagged its transaction: it then indexes its rows in one statement, several
-            # times faster. No other connection sees the flag, so every other insert is indexed.
+            # rows) flagged its transaction: it then indexes its texts together, several times
+            # faster. No other connection sees the flag, so every other insert is indexed.
             f"""CREATE TRIGGER IF NOT EXISTS {t}_ai AFTER INSERT ON {t} WHEN new.text IS NOT NULL
                 AND NOT EXISTS (SELECT 1 FROM {t}_state WHERE name = '{_BULK}')
             BEGIN
