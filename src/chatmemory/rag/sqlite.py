@@ -364,10 +364,12 @@ class SqliteEmbeddingStore(SingleWrites):
                     [column[0] for column in columns],
                 ).fetchall()
                 keys = range(first, first + len(kept_ids))
-                self._db.executemany(
-                    f"INSERT INTO {t} (rowid, id, vector, text, metadata) VALUES (?, ?, ?, ?, ?)",
-                    zip(keys[1:], *(islice(column, 1, None) for column in columns), strict=True),
-                )
+                if len(keys) > 1:
+                    self._db.executemany(
+                        f"INSERT INTO {t} (rowid, id, vector, text, metadata) "
+                        f"VALUES (?, ?, ?, ?, ?)",
+                        zip(keys[1:], *(islice(c, 1, None) for c in columns), strict=True),
+                    )
                 if bulk:  # the texts as given, not read back from the rows
                     given = [text is not None for text in texts]
                     self._db.executemany(
@@ -834,10 +836,12 @@ def _room(db: sqlite3.Connection, size: int) -> Iterator[None]:
     WAL before its commit and read back (100,000 vectors of 384 floats in writes of 10,000:
     370 MB read again and 90,000 more writes, 0.5 s of CPU). The size it had is set again after,
     which gives the memory back."""
-    (before,) = db.execute("PRAGMA cache_size").fetchone()
-    (page,) = db.execute("PRAGMA page_size").fetchone()
-    held = -1024 * before if before < 0 else before * page
-    if size <= held:
+    before = page = 0
+    if size > 0:  # (a small write asks nothing)
+        (before,), (page,) = (
+            db.execute(f"PRAGMA {n}").fetchone() for n in ("cache_size", "page_size")
+        )
+    if size <= (-1024 * before if before < 0 else before * page):
         yield
         return
     db.execute(f"PRAGMA cache_size = {-(size // 1024 + 1)}")
