@@ -189,6 +189,28 @@ def test_sqlite_on_a_connection_you_keep(tmp_path: Path) -> None:
     connection.close()
 
 
+def test_sqlite_bulk_writes_leave_your_connection_s_page_cache_as_you_set_it(
+    tmp_path: Path,
+) -> None:
+    connection = sqlite3.connect(tmp_path / "app.db", check_same_thread=False)
+    connection.execute("PRAGMA cache_size = -300")
+    store = SqliteEmbeddingStore(connection)
+    vectors = np.random.default_rng(2).standard_normal((2_000, 64))
+    ids = store.add_all(vectors, [TextSegment(f"row {n}") for n in range(2_000)])  # 0.5 MB
+    assert connection.execute("PRAGMA cache_size").fetchone()[0] == -300
+    connection.execute(  # your own rule, which fails a bulk write inside its transaction
+        "CREATE TRIGGER refuse BEFORE INSERT ON embeddings WHEN new.text = 'no' "
+        "BEGIN SELECT RAISE(ABORT, 'refused'); END"
+    )
+    with pytest.raises(StoreError, match="refused"):
+        store.add_all(vectors[:40], [TextSegment("no")] * 40)
+    assert connection.execute("PRAGMA cache_size").fetchone()[0] == -300
+    connection.commit()
+    assert store.count() == 2_000
+    assert _nearest(store, Embedding(vectors[7]))[0] == ids[7]
+    connection.close()
+
+
 def test_sqlite_cache_after_writes_interleaved_with_another_connection(tmp_path: Path) -> None:
     path = tmp_path / "shared.db"
     with SqliteEmbeddingStore(path) as ours, SqliteEmbeddingStore(path) as theirs:

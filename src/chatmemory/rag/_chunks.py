@@ -280,17 +280,12 @@ class Chunks:
         if start == end:
             db.execute(f"DELETE FROM {self.table}_vectors WHERE chunk = ?", (chunk,))
             return False
+        # Bound as they are (contiguous: no copy but the one SQLite makes).
+        keys, vectors = map(np.ascontiguousarray, cache.block(start, end))
         db.execute(
             f"INSERT OR REPLACE INTO {self.table}_vectors "
             f"(chunk, size, low, high, rowids, vectors) VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                chunk,
-                end - start,
-                int(cache.keys[start]),
-                int(cache.keys[end - 1]),
-                cache.keys[start:end].tobytes(),
-                cache.vectors(np.arange(start, end)).tobytes(),
-            ),
+            (chunk, end - start, int(keys[0]), int(keys[-1]), keys, vectors),
         )
         return True
 

@@ -259,8 +259,10 @@ class VectorIndex:
         """The vectors at `positions`, as Embeddings (read together)."""
         return trusted_rows(self._raw.take(positions, axis=0))
 
-    def vectors(self, positions: npt.NDArray[np.intp]) -> Matrix:
-        return self._raw[positions]
+    def block(self, start: int, end: int) -> tuple[Keys, Matrix]:
+        """The keys and the vectors of the rows at positions `start` to `end` (views, no copy:
+        for a use that ends before the index next changes)."""
+        return self.keys[start:end], self._raw[start:end]
 
     def cosines(self, positions: Positions, q: Matrix) -> Matrix:
         """The cosines of the rows at `positions` with the unit float32 query `q`."""
