@@ -168,7 +168,7 @@ class PgVectorEmbeddingStore(SingleWrites):
         self.table = table
         self._numpy = numpy
         self._psycopg = psycopg
-        self._sql = _Statements(psycopg.sql, parts, text_search_config, dimension)
+        self._sql = _Statements(psycopg.sql, parts, text_search_config, dimension, ef_search)
         self._config = text_search_config
         self._word_rows: dict[str, tuple[int, int]] = {}  # see _selective
 
@@ -347,9 +347,7 @@ class PgVectorEmbeddingStore(SingleWrites):
         `condition`, the nearest `top` of them; None when fewer came back (a selective filter:
         rows that pass may be behind nearer ones that do not), for the exact query instead."""
         statement, params = self._sql.nearest_indexed(query, condition, top)
-        with conn.transaction():
-            conn.execute(self._sql.index_order)  # the HNSW index, never the metadata's bitmap
-            rows = conn.execute(statement, params, prepare=False, binary=True).fetchall()
+        rows = conn.execute(statement, params, prepare=False, binary=True).fetchall()
         return rows if len(rows) >= top else None
 
     def search_text(
@@ -438,8 +436,11 @@ class _Statements:
     plan it once for any parameters (a generic plan, chosen without knowing how many rows
     pass)."""
 
-    def __init__(self, sql: Any, parts: list[str], config: str, dimension: int) -> None:
+    def __init__(
+        self, sql: Any, parts: list[str], config: str, dimension: int, ef_search: int
+    ) -> None:
         self.sql = sql
+        self.ef_search = ef_search
         name = sql.Identifier(*parts)
         base = parts[-1]
         self.name = name
@@ -500,13 +501,6 @@ class _Statements:
             "SELECT id, embedding, text, metadata, embedding <=> %s AS distance FROM {t} "
             "ORDER BY embedding <=> %s LIMIT %s"
         ).format(t=name)
-        # `approximate_filters`: for the filtered search that asks the HNSW index first, plans
-        # without a scan of the table or the metadata index's bitmap (which would read every
-        # row that passes), so that the index orders the rows (local to its transaction).
-        self.index_order = sql.SQL(
-            "SELECT set_config('enable_seqscan', 'off', true), "
-            "set_config('enable_bitmapscan', 'off', true)"
-        )
         # Every row that passes the filter, with its distance, then the nearest: exact. Only
         # the id and the distance are sorted (sorting whole rows, vectors and text, copied each
         # row that passes); the nearest are joined back for the rest. The distance is sorted
@@ -560,14 +554,18 @@ class _Statements:
         return self.exact.format(t=self.name, w=where), [query, *params, top]
 
     def nearest_indexed(self, query: Any, condition: Filter, top: int) -> tuple[Any, list[Any]]:
-        """The `top` rows nearest `query` among the HNSW index's candidates that pass
-        `condition` (approximate: run after `index_order`), and the parameters."""
+        """The `top` rows nearest `query` among the HNSW index's `ef_search` candidates that
+        pass `condition` (approximate), and the parameters. The candidates are the unfiltered
+        search's, which the planner reads from the index as it does for `approximate`; the
+        filter is outside their `LIMIT`, so it cannot be pushed under it (to a scan of the rows
+        that pass, or the metadata index's bitmap): one statement, no planner settings."""
         where, params = _filter(condition)
         statement = self.sql.SQL(
-            "SELECT id, embedding, text, metadata, embedding <=> %s AS distance FROM {t} "
-            "WHERE {w} ORDER BY embedding <=> %s LIMIT %s"
-        ).format(t=self.name, w=where)
-        return statement, [query, *params, query, top]
+            "SELECT id, embedding, text, metadata, distance FROM "
+            "(SELECT id, embedding, text, metadata, embedding <=> %s AS distance FROM {t} "
+            "ORDER BY distance LIMIT {e}) AS c WHERE {w} ORDER BY distance LIMIT %s"
+        ).format(t=self.name, e=self.sql.Literal(self.ef_search), w=where)
+        return statement, [query, *params, top]
 
     def full_text(self, condition: Filter | None) -> tuple[Any, list[Any]]:
         """The rows matching a tsquery (its parameter, twice) that pass `condition`, best ranked
