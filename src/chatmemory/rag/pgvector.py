@@ -70,8 +70,8 @@ _CONFIG = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 _COPY_FROM = 64
-"""From this many rows, `add_all` sends them with COPY (below, one statement per row costs
-less than the staging table)."""
+"""From this many rows, `add_all` sends them with COPY (below, one statement of the rows as
+arrays costs less than the staging table)."""
 
 
 def _modules() -> tuple[Any, Any, Any, Any]:
@@ -98,8 +98,9 @@ class PgVectorEmbeddingStore(SingleWrites):
     PostgreSQL text-search configuration of the full-text column ("english", "simple"...).
     Failures of the server raise `StoreError`.
 
-    `add_all` of many rows (64 or more) sends them with ``COPY`` in binary into a staging
-    table, then upserts them in one statement; a write of at least `rebuild_index_from` rows,
+    `add_all` of a few rows upserts them in one statement (their columns as arrays); of many
+    (64 or more) sends them with ``COPY`` in binary into a staging table, then upserts them in
+    one statement; a write of at least `rebuild_index_from` rows,
     and at least as many as the table held, drops the HNSW index and builds it again once the
     rows are in (building it at once is much faster than maintaining it row by row; searches
     wait for that transaction), with ``maintenance_work_mem`` raised for that transaction to what
@@ -256,16 +257,13 @@ class PgVectorEmbeddingStore(SingleWrites):
             for n in sorted(last.values())
         ]
         if rows:
-            with (
-                self._errors("add embeddings"),
-                self._pool.connection() as conn,
-                conn.transaction(),
-                conn.cursor() as cursor,
-            ):
-                if len(rows) < _COPY_FROM:
-                    cursor.executemany(self._sql.upsert, rows)
+            with self._errors("add embeddings"), self._pool.connection() as conn:
+                if len(rows) < _COPY_FROM:  # one statement (its own transaction): one round trip
+                    columns = [list(column) for column in zip(*rows, strict=True)]
+                    conn.execute(self._sql.upsert, columns)
                 else:
-                    self._copy(cursor, rows)
+                    with conn.transaction(), conn.cursor() as cursor:
+                        self._copy(cursor, rows)
         return chosen
 
     def _copy(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
@@ -468,11 +466,15 @@ class _Statements:
             "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
             "WHERE attrelid = to_regclass({t}) AND attname = 'embedding'"
         ).format(t=sql.Literal(".".join(parts)))
-        self.upsert = sql.SQL(
-            "INSERT INTO {t} (id, embedding, text, metadata) VALUES (%s, %s, %s, %s) "
+        replace = sql.SQL(
             "ON CONFLICT (id) DO UPDATE SET embedding = excluded.embedding, "
             "text = excluded.text, metadata = excluded.metadata"
-        ).format(t=name)
+        )
+        # The rows as four arrays, one per column (their ids distinct: see `add_all`).
+        self.upsert = sql.SQL(
+            "INSERT INTO {t} (id, embedding, text, metadata) "
+            "SELECT * FROM unnest(%s::text[], %s::vector[], %s::text[], %s::jsonb[]) {r}"
+        ).format(t=name, r=replace)
         self.stage = sql.SQL(
             "CREATE TEMP TABLE chatmemory_staging (id text, embedding vector({d}), text text, "
             "metadata jsonb) ON COMMIT DROP"
@@ -482,10 +484,8 @@ class _Statements:
         )
         self.upsert_staged = sql.SQL(
             "INSERT INTO {t} (id, embedding, text, metadata) "
-            "SELECT id, embedding, text, metadata FROM chatmemory_staging "
-            "ON CONFLICT (id) DO UPDATE SET embedding = excluded.embedding, "
-            "text = excluded.text, metadata = excluded.metadata"
-        ).format(t=name)
+            "SELECT id, embedding, text, metadata FROM chatmemory_staging {r}"
+        ).format(t=name, r=replace)
         self.estimated_count = sql.SQL(
             "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = to_regclass({t})"
         ).format(t=sql.Literal(".".join(parts)))
