@@ -470,10 +470,11 @@ class _Statements:
             "ON CONFLICT (id) DO UPDATE SET embedding = excluded.embedding, "
             "text = excluded.text, metadata = excluded.metadata"
         )
-        # The rows as four arrays, one per column (their ids distinct: see `add_all`).
+        # The rows as four arrays, one per column (their ids distinct: see `add_all`), sent in
+        # binary (`%b`: psycopg would write a list of vectors as text, float by float).
         self.upsert = sql.SQL(
             "INSERT INTO {t} (id, embedding, text, metadata) "
-            "SELECT * FROM unnest(%s::text[], %s::vector[], %s::text[], %s::jsonb[]) {r}"
+            "SELECT * FROM unnest(%b::text[], %b::vector[], %b::text[], %b::jsonb[]) {r}"
         ).format(t=name, r=replace)
         self.stage = sql.SQL(
             "CREATE TEMP TABLE chatmemory_staging (id text, embedding vector({d}), text text, "
