@@ -184,7 +184,7 @@ def test_the_block_keeps_to_its_budget() -> None:
     assert recall.block(found, budget=10) == ""
 
 
-@pytest.fixture(params=["memory", "sqlite", "pgvector"])
+@pytest.fixture(params=["memory", "sqlite", "pgvector", "pgvector-approx"])
 def vectors(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     if request.param == "memory":
         yield InMemoryEmbeddingStore()
@@ -198,7 +198,10 @@ def vectors(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
             with (
                 pgvector_dsn() as dsn,
                 PgVectorEmbeddingStore(
-                    dsn, dimension=384, table=f"recall_{uuid.uuid4().hex[:10]}"
+                    dsn,
+                    dimension=384,
+                    table=f"recall_{uuid.uuid4().hex[:10]}",
+                    approximate_filters=request.param == "pgvector-approx",
                 ) as opened,
             ):
                 yield opened

@@ -163,16 +163,10 @@ def test_approximate_filters_ask_the_index_and_fall_back_to_exact(dsn: str) -> N
     vectors = np.vstack([near, far]).astype(np.float32)
     segments = [TextSegment(f"bob {n}", {"user": "bob"}) for n in range(size - 5)]
     segments += [TextSegment(f"ann {i}", {"user": "ann"}) for i in range(5)]
-    from psycopg import sql
-
     with loaded(dsn, vectors, segments, approximate=True) as (store, ids):
         bob, ann = key("user").eq("bob"), key("user").eq("ann")
         query = Embedding((1.0, 0.1, 0.1, 0.0))
-        statement, params = store._sql.nearest_indexed(query.array, bob, 10)
-        with store._pool.connection() as conn, conn.transaction():
-            conn.execute(store._sql.index_order)
-            plan = conn.execute(sql.SQL("EXPLAIN ") + statement, params).fetchall()
-        plan_text = "\n".join(row[0] for row in plan)
+        plan_text = explain(store, *store._sql.nearest_indexed(query.array, bob, 10))
         assert f"Index Scan using {store.table}_hnsw" in plan_text
         assert "Bitmap" not in plan_text
         assert "Seq Scan" not in plan_text

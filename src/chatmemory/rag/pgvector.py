@@ -70,8 +70,8 @@ _CONFIG = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 _COPY_FROM = 64
-"""From this many rows, `add_all` sends them with COPY (below, one statement per row costs
-less than the staging table)."""
+"""From this many rows, `add_all` sends them with COPY (below, one statement of the rows as
+arrays costs less than the staging table)."""
 
 
 def _modules() -> tuple[Any, Any, Any, Any]:
@@ -98,8 +98,9 @@ class PgVectorEmbeddingStore(SingleWrites):
     PostgreSQL text-search configuration of the full-text column ("english", "simple"...).
     Failures of the server raise `StoreError`.
 
-    `add_all` of many rows (64 or more) sends them with ``COPY`` in binary into a staging
-    table, then upserts them in one statement; a write of at least `rebuild_index_from` rows,
+    `add_all` of a few rows upserts them in one statement (their columns as arrays); of many
+    (64 or more) sends them with ``COPY`` in binary into a staging table, then upserts them in
+    one statement; a write of at least `rebuild_index_from` rows,
     and at least as many as the table held, drops the HNSW index and builds it again once the
     rows are in (building it at once is much faster than maintaining it row by row; searches
     wait for that transaction), with ``maintenance_work_mem`` raised for that transaction to what
@@ -168,7 +169,7 @@ class PgVectorEmbeddingStore(SingleWrites):
         self.table = table
         self._numpy = numpy
         self._psycopg = psycopg
-        self._sql = _Statements(psycopg.sql, parts, text_search_config, dimension)
+        self._sql = _Statements(psycopg.sql, parts, text_search_config, dimension, ef_search)
         self._config = text_search_config
         self._word_rows: dict[str, tuple[int, int]] = {}  # see _selective
 
@@ -256,16 +257,13 @@ class PgVectorEmbeddingStore(SingleWrites):
             for n in sorted(last.values())
         ]
         if rows:
-            with (
-                self._errors("add embeddings"),
-                self._pool.connection() as conn,
-                conn.transaction(),
-                conn.cursor() as cursor,
-            ):
-                if len(rows) < _COPY_FROM:
-                    cursor.executemany(self._sql.upsert, rows)
+            with self._errors("add embeddings"), self._pool.connection() as conn:
+                if len(rows) < _COPY_FROM:  # one statement (its own transaction): one round trip
+                    columns = [list(column) for column in zip(*rows, strict=True)]
+                    conn.execute(self._sql.upsert, columns)
                 else:
-                    self._copy(cursor, rows)
+                    with conn.transaction(), conn.cursor() as cursor:
+                        self._copy(cursor, rows)
         return chosen
 
     def _copy(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
@@ -347,9 +345,7 @@ class PgVectorEmbeddingStore(SingleWrites):
         `condition`, the nearest `top` of them; None when fewer came back (a selective filter:
         rows that pass may be behind nearer ones that do not), for the exact query instead."""
         statement, params = self._sql.nearest_indexed(query, condition, top)
-        with conn.transaction():
-            conn.execute(self._sql.index_order)  # the HNSW index, never the metadata's bitmap
-            rows = conn.execute(statement, params, prepare=False, binary=True).fetchall()
+        rows = conn.execute(statement, params, prepare=False, binary=True).fetchall()
         return rows if len(rows) >= top else None
 
     def search_text(
@@ -438,8 +434,11 @@ class _Statements:
     plan it once for any parameters (a generic plan, chosen without knowing how many rows
     pass)."""
 
-    def __init__(self, sql: Any, parts: list[str], config: str, dimension: int) -> None:
+    def __init__(
+        self, sql: Any, parts: list[str], config: str, dimension: int, ef_search: int
+    ) -> None:
         self.sql = sql
+        self.ef_search = ef_search
         name = sql.Identifier(*parts)
         base = parts[-1]
         self.name = name
@@ -467,11 +466,16 @@ class _Statements:
             "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
             "WHERE attrelid = to_regclass({t}) AND attname = 'embedding'"
         ).format(t=sql.Literal(".".join(parts)))
-        self.upsert = sql.SQL(
-            "INSERT INTO {t} (id, embedding, text, metadata) VALUES (%s, %s, %s, %s) "
+        replace = sql.SQL(
             "ON CONFLICT (id) DO UPDATE SET embedding = excluded.embedding, "
             "text = excluded.text, metadata = excluded.metadata"
-        ).format(t=name)
+        )
+        # The rows as four arrays, one per column (their ids distinct: see `add_all`), sent in
+        # binary (`%b`: psycopg would write a list of vectors as text, float by float).
+        self.upsert = sql.SQL(
+            "INSERT INTO {t} (id, embedding, text, metadata) "
+            "SELECT * FROM unnest(%b::text[], %b::vector[], %b::text[], %b::jsonb[]) {r}"
+        ).format(t=name, r=replace)
         self.stage = sql.SQL(
             "CREATE TEMP TABLE chatmemory_staging (id text, embedding vector({d}), text text, "
             "metadata jsonb) ON COMMIT DROP"
@@ -481,10 +485,8 @@ class _Statements:
         )
         self.upsert_staged = sql.SQL(
             "INSERT INTO {t} (id, embedding, text, metadata) "
-            "SELECT id, embedding, text, metadata FROM chatmemory_staging "
-            "ON CONFLICT (id) DO UPDATE SET embedding = excluded.embedding, "
-            "text = excluded.text, metadata = excluded.metadata"
-        ).format(t=name)
+            "SELECT id, embedding, text, metadata FROM chatmemory_staging {r}"
+        ).format(t=name, r=replace)
         self.estimated_count = sql.SQL(
             "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = to_regclass({t})"
         ).format(t=sql.Literal(".".join(parts)))
@@ -500,13 +502,6 @@ class _Statements:
             "SELECT id, embedding, text, metadata, embedding <=> %s AS distance FROM {t} "
             "ORDER BY embedding <=> %s LIMIT %s"
         ).format(t=name)
-        # `approximate_filters`: for the filtered search that asks the HNSW index first, plans
-        # without a scan of the table or the metadata index's bitmap (which would read every
-        # row that passes), so that the index orders the rows (local to its transaction).
-        self.index_order = sql.SQL(
-            "SELECT set_config('enable_seqscan', 'off', true), "
-            "set_config('enable_bitmapscan', 'off', true)"
-        )
         # Every row that passes the filter, with its distance, then the nearest: exact. Only
         # the id and the distance are sorted (sorting whole rows, vectors and text, copied each
         # row that passes); the nearest are joined back for the rest. The distance is sorted
@@ -560,14 +555,18 @@ class _Statements:
         return self.exact.format(t=self.name, w=where), [query, *params, top]
 
     def nearest_indexed(self, query: Any, condition: Filter, top: int) -> tuple[Any, list[Any]]:
-        """The `top` rows nearest `query` among the HNSW index's candidates that pass
-        `condition` (approximate: run after `index_order`), and the parameters."""
+        """The `top` rows nearest `query` among the HNSW index's `ef_search` candidates that
+        pass `condition` (approximate), and the parameters. The candidates are the unfiltered
+        search's, which the planner reads from the index as it does for `approximate`; the
+        filter is outside their `LIMIT`, so it cannot be pushed under it (to a scan of the rows
+        that pass, or the metadata index's bitmap): one statement, no planner settings."""
         where, params = _filter(condition)
         statement = self.sql.SQL(
-            "SELECT id, embedding, text, metadata, embedding <=> %s AS distance FROM {t} "
-            "WHERE {w} ORDER BY embedding <=> %s LIMIT %s"
-        ).format(t=self.name, w=where)
-        return statement, [query, *params, query, top]
+            "SELECT id, embedding, text, metadata, distance FROM "
+            "(SELECT id, embedding, text, metadata, embedding <=> %s AS distance FROM {t} "
+            "ORDER BY distance LIMIT {e}) AS c WHERE {w} ORDER BY distance LIMIT %s"
+        ).format(t=self.name, e=self.sql.Literal(self.ef_search), w=where)
+        return statement, [query, *params, top]
 
     def full_text(self, condition: Filter | None) -> tuple[Any, list[Any]]:
         """The rows matching a tsquery (its parameter, twice) that pass `condition`, best ranked
