@@ -376,10 +376,8 @@ _Buffer = TypeVar("_Buffer", Keys, Matrix)
 
 
 def _enlarged(rows: _Buffer, capacity: int, filled: int) -> _Buffer:
-    """A copy of `rows` with room for `capacity` rows (the first `filled` copied), unless it
-    has that room already."""
-    if len(rows) >= capacity:
-        return rows
+    """A copy of `rows` with room for `capacity` rows, the first `filled` copied, the rest
+    left unfilled."""
     larger = np.empty((capacity, *rows.shape[1:]), dtype=rows.dtype)
     larger[:filled] = rows[:filled]
     return larger
