@@ -350,9 +350,25 @@ def test_sqlite_rows_added_to_vectors_read_from_the_mapped_copy_are_found(tmp_pa
         for first in range(100, 400, 50):  # the matrix it gave grows several times
             ids = [f"v{n}" for n in range(first, first + 50)]
             store.add_all(vectors[first : first + 50], ids=ids)
-        assert mapped.read_bytes() == saved  # the copy on disk is not written through
+        grown = mapped.read_bytes()  # each write's vectors appended to the copy on disk,
+        assert len(grown) == len(saved) + 300 * 8 * 4
+        old = 100 * 8 * 4  # the vectors it held left where they were
+        assert grown[len(saved) - old : len(saved)] == saved[-old:]
         for n in (0, 5, 99, 100, 250, 399):
             assert _nearest(store, Embedding(vectors[n]))[0] == f"v{n}"
+    statements: list[str] = []
+    connection = sqlite3.connect(path, check_same_thread=False)
+    connection.set_trace_callback(statements.append)
+    try:  # the next process maps every row, reading none from the table or the chunks
+        store = SqliteEmbeddingStore(connection)
+        assert _nearest(store, Embedding(vectors[399]))[0] == "v399"
+        vectors_read = [s for s in statements if "vector," in s or "vectors FROM" in s]
+        assert vectors_read == [  # only the rows above the copy's, none
+            "SELECT rowid, id, vector, text, metadata FROM embeddings WHERE rowid > 400 "
+            "ORDER BY rowid"
+        ]
+    finally:
+        connection.close()
 
 
 @pytest.mark.parametrize(
@@ -440,16 +456,27 @@ def test_sqlite_a_damaged_chunk_gives_way_to_the_table(tmp_path: Path) -> None:
             assert _nearest(store, Embedding((1.0, 0.0, 0.0)))[:2] == ["a", "d"]
 
 
-@pytest.mark.parametrize("damage", [b"not ours", b"CMVEC\x01\x00\x00\xff", None])
+@pytest.mark.parametrize(
+    ("at", "damage"),
+    [
+        (0, b"not ours"),
+        (0, b"CMVEC\x03\x00\x00\xff"),
+        (64, np.int64(99).tobytes()),  # the first row's rowid above the next ones'
+        (0, None),  # cut short
+    ],
+)
 def test_sqlite_a_damaged_mapped_file_gives_way_to_the_chunks(
-    tmp_path: Path, damage: bytes | None
+    tmp_path: Path, at: int, damage: bytes | None
 ) -> None:
     path = tmp_path / "mapped.db"
     with SqliteEmbeddingStore(path) as store:
         store.add_all(np.eye(4), ids=list("abcd"))
     mapped = Path(f"{path}-embeddings.vectors")
     whole = mapped.read_bytes()
-    mapped.write_bytes(whole[:-4] if damage is None else damage + whole[len(damage) :])
+    if damage is None:
+        mapped.write_bytes(whole[:-4])
+    else:
+        mapped.write_bytes(whole[:at] + damage + whole[at + len(damage) :])
     with SqliteEmbeddingStore(path) as store:
         assert _nearest(store, Embedding((0.0, 0.0, 1.0, 0.0)))[0] == "c"
     assert mapped.read_bytes() == whole  # written again whole, at close

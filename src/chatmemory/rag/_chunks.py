@@ -21,10 +21,20 @@ from ._vectors import VectorIndex
 __all__ = ["Chunks"]
 
 log = logging.getLogger("chatmemory.rag")
-MAGIC = b"CMVEC\x01\x00\x00"
-HEADER = 32
-"""The mapped file: MAGIC, then int64 write count, row count and dimension; the rowids (int64),
-the rows' inverse norms (float32) and the vectors (float32, row by row)."""
+MAGIC = b"CMVEC\x03\x00\x00"
+HEADER = 64
+"""The mapped file: MAGIC, then int64s: the table's counts of removed and of updated rows when
+its rows were written, its row count, the dimension and the room for rows (the rest of the
+header zero); then, for `room` rows in rowid order, one record a row: rowid (int64), inverse
+norm (float32) and four bytes of padding (the first `count` used); then the vectors (float32),
+one after the other. Rows are only ever appended (a record in the room left, a vector at the
+end), so a file stays valid, as a prefix of the table's rows, until a row is removed or
+updated, and a new process reads the rowids and norms (16 bytes a row) without touching the
+vectors' pages."""
+_COUNT = 8 + 2 * 8
+"""Where the header's row count is."""
+_ROW = np.dtype([("key", "<i8"), ("scale", "<f4"), ("pad", "<f4")])
+"""A row's record in the mapped file."""
 
 SIZE = 4096
 """Rows in a full chunk (6 MB at 384 dimensions)."""
@@ -46,8 +56,11 @@ class Chunks:
         self.table = table
         self.mapped = mapped
         """The memory-mapped copy (None for a database in memory): a cache any process may
-        write, valid while its write count is the table's (every write by a store counts one),
-        removed by a write that removes rows."""
+        write, valid while the table's counts of removed and updated rows are those it was
+        written at (rows only added since: they are above its rows). A store appends the rows
+        of each write it commits; a write that removes rows removes the file (it must not keep
+        a removed vector), and a later one writes it again whole when that costs no more than
+        a few times the write itself (else the store's close, or the next process, does)."""
         self._chunks: list[tuple[int, int, int]] | None = None
         """(chunk number, first rowid, last rowid) of each chunk, when they are known to be in
         step with the store's cache; None: written again whole at the next write."""
@@ -77,31 +90,40 @@ class Chunks:
         self._chunks = None
 
     def read(self, db: sqlite3.Connection, count: int) -> VectorIndex | None:
-        """The vectors of the chunks as an index, when they are in step with the table (which
-        holds `count` rows; rows above the chunks are the caller's to read), else None."""
+        """The vectors of the mapped copy, or else of the chunks, as an index, when they are in
+        step with the table (which holds `count` rows; the rows above them, few when the
+        copy is used, are the caller's to read); else None. A copy read from the chunks is
+        written to the mapped file for the next process."""
         self._chunks = None
-        found = self._spans(db)
+        state = self._state(db)
+        mapped = self._map(state)
+        if mapped is not None and 0 <= self._above(db, mapped, count) <= SIZE:
+            return mapped
+        found = self._spans(db, state)
         if found is None:
             return None
-        state, spans = found
+        spans = found
         total = sum(size for *_, size in spans)
         if not total:
             return None
-        writes = int(state.get("writes", 0))
-        mapped = self._map(writes, total)
-        index = mapped or self._read(db, total)
+        index = self._read(db, total)
         if index is None or _covered(index.keys, spans) != total:
             return None
+        if self._above(db, index, count) < 0:  # rows removed (or not in chunks) behind our back
+            return None
+        self._save(db, state, index)
+        return index
+
+    def _above(self, db: sqlite3.Connection, index: VectorIndex, count: int) -> int:
+        """How many of the table's `count` rows lie above `index`'s, or -1 when some row of
+        its range is not in it (written or removed by another program)."""
         (above,) = db.execute(
             f"SELECT count(*) FROM {self.table} WHERE rowid > ?", (int(index.keys[-1]),)
         ).fetchone()
-        if total + int(above) != count:  # rows removed (or not in chunks) behind our back
-            return None
-        if mapped is None:
-            self._save(writes, index)
-        if not above:
-            self._chunks = _known(spans)
-        return index
+        return int(above) if len(index) + int(above) == count else -1
+
+    def _state(self, db: sqlite3.Connection) -> dict[str, int]:
+        return dict(db.execute(f"SELECT name, value FROM {self.table}_state").fetchall())
 
     def follow(self, db: sqlite3.Connection, cache: VectorIndex) -> None:
         """Take the chunks as the table holds them now, after another connection added rows
@@ -110,20 +132,21 @@ class Chunks:
         number its chunks from what it wrote last, overwriting or overlapping the others', and
         a new process would read the table row by row."""
         self._chunks = None
-        found = self._spans(db)
-        if found is not None and found[1] and _covered(cache.keys, found[1]) == len(cache):
-            self._chunks = _known(found[1])
+        spans = self._spans(db)
+        if spans and _covered(cache.keys, spans) == len(cache):
+            self._chunks = _known(spans)
 
-    def _spans(self, db: sqlite3.Connection) -> tuple[dict[str, int], list[Any]] | None:
-        """The state table's values and the chunks' (chunk, low, high, size) in order, when
-        the chunks are in step with the rows updated in place (else None)."""
-        state = dict(db.execute(f"SELECT name, value FROM {self.table}_state").fetchall())
+    def _spans(
+        self, db: sqlite3.Connection, state: dict[str, int] | None = None
+    ) -> list[Any] | None:
+        """The chunks' (chunk, low, high, size) in order, when the chunks are in step with the
+        rows updated in place (else None)."""
+        state = self._state(db) if state is None else state
         if state.get("chunked") != state.get("updates", 0):
             return None
-        spans = db.execute(
+        return db.execute(
             f"SELECT chunk, low, high, size FROM {self.table}_vectors ORDER BY chunk"
         ).fetchall()
-        return state, spans
 
     def _read(self, db: sqlite3.Connection, total: int) -> VectorIndex | None:
         keys = np.empty(total, dtype=np.int64)
@@ -147,65 +170,115 @@ class Chunks:
             return None
         return VectorIndex.adopt(keys, vectors)
 
-    def _map(self, writes: int, total: int) -> VectorIndex | None:
-        """The index over the memory-mapped copy, when it is the one of `writes` (copy on
-        write: the store's changes stay in its process)."""
+    def _map(self, state: dict[str, int]) -> VectorIndex | None:
+        """The index over the memory-mapped copy, when it was written at the table's counts
+        of removed and updated rows `state` holds (copy on write: the store's changes stay in
+        its process). The rowids and norms are copied out; the vectors stay mapped, read when
+        a search reads them."""
         if self.mapped is None:
             return None
         try:
             with self.mapped.open("rb") as file:
-                head = file.read(HEADER)
-            if len(head) != HEADER or head[:8] != MAGIC:
+                shape = _shape(file.read(HEADER), state)
+            if shape is None:
                 return None
-            written, count, dimension = np.frombuffer(head[8:], dtype=np.int64).tolist()
-            if written != writes or count != total or dimension < 1:
-                return None
-            keys = np.memmap(self.mapped, np.int64, "c", HEADER, (count,)).view(np.ndarray)
-            scale = np.memmap(self.mapped, np.float32, "c", HEADER + 8 * count, (count,)).view(
-                np.ndarray
-            )
-            vectors = np.memmap(
-                self.mapped, np.float32, "c", HEADER + 12 * count, (count, dimension)
-            ).view(np.ndarray)
+            count, dimension, room = shape
+            rows = np.memmap(self.mapped, _ROW, "c", HEADER, (count,))
+            vectors = np.memmap(self.mapped, np.float32, "c", _vectors_at(room), (count, dimension))
         except (OSError, ValueError):
             return None
-        return VectorIndex.adopt(keys, vectors, scale)
+        keys = np.array(rows["key"])
+        if (np.diff(keys) <= 0).any():
+            return None
+        return VectorIndex.adopt(keys, vectors.view(np.ndarray), np.array(rows["scale"]))
 
-    def _save(self, writes: int, index: VectorIndex) -> None:
-        """Write the memory-mapped copy of `index` (that of `writes`), whole, then put it in
-        place (a reader never sees half a file); a failure only costs the next open time."""
-        if self.mapped is None:
+    def _save(self, db: sqlite3.Connection, state: dict[str, int], index: VectorIndex) -> None:
+        """Write the memory-mapped copy of `index` (the table's rows at the counts `state`
+        holds), whole, with room for as many rows again, then put it in place (a reader never
+        sees half a file); a failure only costs the next open time."""
+        if self.mapped is None or not len(index):
             return
         partial = self.mapped.with_name(f"{self.mapped.name}.{os.getpid()}.partial")
+        count, room = len(index), max(2 * len(index), SIZE)
         try:
             with partial.open("wb") as file:
-                head = np.array([writes, len(index), index.dimension or 0], dtype=np.int64)
-                file.write(MAGIC + head.tobytes())
-                for part in index.parts():
-                    np.ascontiguousarray(part).tofile(file)
+                file.write(_header(state, count, index.dimension or 0, room))
+                for start in range(0, count, SIZE):
+                    file.write(_rows_of(index, start, start + SIZE).data)
+                file.seek(_vectors_at(room))  # (the room left: a hole in the file)
+                for start in range(0, count, SIZE):  # (a chunk's size at a time)
+                    file.write(np.ascontiguousarray(index.block(start, start + SIZE)[1]).data)
             os.replace(partial, self.mapped)
         except OSError as error:  # pragma: no cover - a read-only folder, a full disk
             log.debug("cannot write %s: %s", self.mapped, error)
             with contextlib.suppress(OSError):
                 partial.unlink()
+        self._recheck(db, state)
 
-    def keep(self, db: sqlite3.Connection, cache: VectorIndex) -> None:
-        """Write the memory-mapped copy from `cache` when the chunks hold exactly its rows
-        and the copy on disk is not the current one."""
-        if self.mapped is None or not self._chunks or not len(cache):
+    def _recheck(self, db: sqlite3.Connection, state: dict[str, int]) -> None:
+        """Remove the file just written when the table's counts moved on while it was written:
+        it may hold a vector another store removed (its own removal of the file may have come
+        first). Whichever comes last, that removal or this check, leaves no such file."""
+        if _counts(self._state(db)) != _counts(state):
+            self.drop_mapped()
+
+    def committed(
+        self, db: sqlite3.Connection, cache: VectorIndex, removed: int, added: int
+    ) -> None:
+        """A write of this store that removed and added these many rows is committed: the
+        mapped copy is removed (again: another store may have written it since the write's
+        own removal) or its rows appended."""
+        if removed:
+            self.drop_mapped()
+        elif added:
+            self.keep(db, cache, added=added)
+
+    def keep(self, db: sqlite3.Connection, cache: VectorIndex, *, added: int | None = None) -> None:
+        """Bring the memory-mapped copy to `cache`, which holds the table's rows as committed:
+        its newer rows appended to a copy that holds its first ones, or else the copy written
+        whole: when it has no room left (amortised: the room doubles), when `added` (rows
+        this store's write just committed) is None, or when they are not a small part of the
+        whole (at most a quarter, past one chunk's size)."""
+        if self.mapped is None or not len(cache):
             return
-        state = dict(db.execute(f"SELECT name, value FROM {self.table}_state").fetchall())
-        low, high, total = db.execute(
-            f"SELECT min(low), max(high), sum(size) FROM {self.table}_vectors"
-        ).fetchone()
-        held = (int(cache.keys[0]), int(cache.keys[-1]), len(cache))
-        writes = int(state.get("writes", 0))
-        if (
-            state.get("chunked") == state.get("updates", 0)
-            and (low, high, total) == held
-            and self._map(writes, total) is None
-        ):
-            self._save(writes, cache)
+        state = self._state(db)
+        extended = self._extend(state, cache)
+        if extended:
+            self._recheck(db, state)
+        elif extended is False or added is None or len(cache) <= max(SIZE, 4 * added):
+            self._save(db, state, cache)
+
+    def _extend(self, state: dict[str, int], cache: VectorIndex) -> bool | None:
+        """Append the rows of `cache` above those of the mapped copy, when it holds the first
+        ones (written at the counts `state` holds): True, or False when it has no room for
+        them; None when it does not hold them, or is missing."""
+        assert self.mapped is not None
+        try:
+            file = os.open(self.mapped, os.O_RDWR)
+        except OSError:
+            return None
+        try:  # (written at explicit offsets: readers map what the header's count covers)
+            shape = _shape(os.pread(file, HEADER, 0), state)
+            if shape is None or shape[1] != cache.dimension or not 0 < shape[0] <= len(cache):
+                return None
+            held, dimension, room = shape
+            last = os.pread(file, 8, HEADER + (held - 1) * _ROW.itemsize)
+            if last != cache.keys[held - 1].tobytes():
+                return None
+            if len(cache) > room:
+                return False
+            if held < len(cache):
+                rows = _rows_of(cache, held, len(cache)).data
+                os.pwrite(file, rows, HEADER + held * _ROW.itemsize)
+                vectors = np.ascontiguousarray(cache.block(held, len(cache))[1])
+                os.pwrite(file, vectors.data, _vectors_at(room) + held * 4 * dimension)
+                os.pwrite(file, np.int64(len(cache)).tobytes(), _COUNT)
+            return True
+        except OSError as error:  # pragma: no cover - a full disk
+            log.debug("cannot write %s: %s", self.mapped, error)
+            return None
+        finally:
+            os.close(file)
 
     def drop_mapped(self) -> None:
         """Remove the memory-mapped copy (it holds rows that were removed)."""
@@ -232,10 +305,6 @@ class Chunks:
             self._append(db, cache, self._chunks[-1][2] if self._chunks else 0)
         if deleted:
             self.drop_mapped()
-        db.execute(
-            f"INSERT INTO {t}_state (name, value) VALUES ('writes', 1) "
-            f"ON CONFLICT (name) DO UPDATE SET value = value + 1"
-        )
         db.execute(
             f"INSERT INTO {t}_state (name, value) VALUES ('chunked', "
             f"(SELECT coalesce(max(value), 0) FROM {t}_state WHERE name = 'updates')) "
@@ -304,3 +373,37 @@ def _covered(keys: npt.NDArray[np.int64], spans: list[Any]) -> int | None:
 def _known(spans: list[Any]) -> list[tuple[int, int, int]]:
     """The chunks as this store keeps them: (chunk, low, high)."""
     return [(int(c), int(low), int(high)) for c, low, high, _ in spans]
+
+
+def _counts(state: dict[str, int]) -> tuple[int, int]:
+    """The table's counts of removed and of updated rows."""
+    return int(state.get("deletes", 0)), int(state.get("updates", 0))
+
+
+def _header(state: dict[str, int], count: int, dimension: int, room: int) -> bytes:
+    values = np.array([*_counts(state), count, dimension, room, 0, 0], dtype=np.int64)
+    return MAGIC + values.tobytes()
+
+
+def _shape(head: bytes, state: dict[str, int]) -> tuple[int, int, int] | None:
+    """The (rows held, dimension, room for rows) of a mapped file whose header is `head`,
+    when it was written at the counts `state` holds; else None."""
+    if len(head) != HEADER or head[:8] != MAGIC:
+        return None
+    deletes, updates, count, dimension, room = np.frombuffer(head[8:48], np.int64).tolist()
+    if (deletes, updates) != _counts(state) or not 0 < count <= room or dimension < 1:
+        return None
+    return int(count), int(dimension), int(room)
+
+
+def _vectors_at(room: int) -> int:
+    """Where a mapped file with room for `room` rows holds its first vector."""
+    return HEADER + room * _ROW.itemsize
+
+
+def _rows_of(index: VectorIndex, start: int, end: int) -> npt.NDArray[Any]:
+    """The mapped file's records of `index`'s rows at positions `start` to `end`."""
+    keys, scale, _ = (part[start:end] for part in index.parts())
+    rows = np.zeros(len(keys), _ROW)
+    rows["key"], rows["scale"] = keys, scale
+    return rows

@@ -642,9 +642,10 @@ class SqliteEmbeddingStore(SingleWrites):
         Otherwise, or on a shared connection, `_refresh` decides after the write; after a
         failed write the cache is read again on next use."""
         current = self._version is not None
+        changed = (0, 0)  # rows the write removed, rows it added
 
         def follow(deleted: Sequence[tuple[int, str]], added: _Added | None = None) -> None:
-            nonlocal current
+            nonlocal current, changed
             version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
             current = current and version == self._version
             if not current:  # pragma: no cover - another process committed between the
@@ -667,6 +668,7 @@ class SqliteEmbeddingStore(SingleWrites):
             else:  # pragma: no cover - rows of another program in our transaction (or none)
                 self._load(self._rows(f"WHERE rowid > {int(known_top)}"))
             self._shape = self._stamp()
+            changed = (len(deleted), 0 if added is None else len(added[2]))
             self._chunks.write(self._db, self._cache, [r[0] for r in deleted])
             if deleted and self._graph_path is not None:
                 with contextlib.suppress(OSError):  # it holds rows that were removed
@@ -680,6 +682,8 @@ class SqliteEmbeddingStore(SingleWrites):
             raise
         if not current:  # pragma: no cover - see above
             self._refresh(wrote=True)
+        elif not self._db.in_transaction:  # committed: the mapped copy follows
+            self._chunks.committed(self._db, self._cache, *changed)
 
     def _refresh(self, *, wrote: bool = False) -> None:
         """Bring the cache up to the table. Unchanged (no commit by another connection, none
@@ -712,6 +716,7 @@ class SqliteEmbeddingStore(SingleWrites):
         self._cache = self._chunks.read(self._db, int(count)) or self._read_table()
         held = int(self._cache.keys[-1]) if len(self._cache) else 0
         self._load(self._rows(f"WHERE rowid > {held}"))
+        self._chunks.follow(self._db, self._cache)
         self._version, self._shape = version, shape
 
     def _stamp(self) -> tuple[int, int, int]:
