@@ -19,6 +19,7 @@ from ..rag import (
     key,
 )
 from . import _block, _index, _search
+from ._backlog import Backlog
 from ._io import AsyncIo, History, Stages, SyncIo
 from ._kept import Keeping
 from ._search import RecalledMessages
@@ -33,7 +34,14 @@ class SemanticRecall:
     Two optional stages, off by default: a `query_transformer` (as LangChain4j's
     `ExpandingQueryTransformer(chat_model)`) whose queries are searched beside the user's own and
     fused by reciprocal rank; a `scoring_model` (a re-ranker, `RerankScoringModel`) that orders
-    the candidates found by its score of their words against the user's text."""
+    the candidates found by its score of their words against the user's text.
+
+    `index_in_background=True` takes the index write out of a service turn (with a sync store:
+    an async one is indexed in the turn): the turn returns once its messages are stored, and
+    they are embedded and written to the embedding store on a thread of their own, one job at a
+    time per conversation. The next recall of that conversation, `index`, `forget` and
+    `memory_ids_of` wait for what is pending; `flush()` waits for all of it, and a process that
+    exits normally finishes it first."""
 
     def __init__(
         self,
@@ -51,6 +59,7 @@ class SemanticRecall:
         chunk_size: int = 1_000,
         query_transformer: QueryTransformer | None = None,
         scoring_model: ScoringModel | None = None,
+        index_in_background: bool = False,
     ) -> None:
         if not isinstance(embedding_model, EmbeddingModel):
             raise ConfigurationError(
@@ -71,8 +80,9 @@ class SemanticRecall:
                 raise ConfigurationError(f"`{name}` must be an int >= {low}, got {value!r}")
         if scope not in ("memory", "user"):
             raise ConfigurationError(f"`scope` is 'memory' or 'user', got {scope!r}")
-        if not isinstance(hybrid, bool):
-            raise ConfigurationError(f"`hybrid` is True or False, got {hybrid!r}")
+        for flag, given in (("hybrid", hybrid), ("index_in_background", index_in_background)):
+            if not isinstance(given, bool):
+                raise ConfigurationError(f"`{flag}` is True or False, got {given!r}")
         if query_transformer is not None and not isinstance(query_transformer, QueryTransformer):
             raise ConfigurationError(
                 f"`query_transformer` must be a QueryTransformer (transform(query) -> list of "
@@ -106,6 +116,8 @@ class SemanticRecall:
         """The optional stages: the query transformed (expanded) into several searched and
         fused; the matches re-ranked by a scoring model."""
         self.keeping = Keeping()
+        self.index_in_background = index_in_background
+        self._backlog = Backlog()
         self._probe: Embedding | None = None
 
     def __repr__(self) -> str:
@@ -146,13 +158,37 @@ class SemanticRecall:
         """Embed the messages of `memory_id`'s history not indexed yet; how many were. After a
         turn the window holds them (a cheap read); `full=True` reads the whole history, which
         also catches a message evicted in the very commit that added it."""
+        self._backlog.wait(memory_id)
         return run(_index.index(self, memory_id, user_id, full), self._sync(history))
 
     async def aindex(
         self, history: Any, memory_id: str, *, user_id: str | None = None, full: bool = False
     ) -> int:
         """`index` for asyncio (an async store's reads are awaited)."""
+        await self._backlog.await_(memory_id)
         return await arun(_index.index(self, memory_id, user_id, full), self._async(history))
+
+    def index_later(self, history: History, memory_id: str, *, user_id: str | None = None) -> None:
+        """`index`, after the conversation's job in progress, on a thread of the background
+        indexing (whatever `index_in_background` says); returns at once. A failure is logged:
+        the next index catches up."""
+        self._backlog.submit(
+            memory_id,
+            lambda: run(_index.index(self, memory_id, user_id, False), self._sync(history)),
+        )
+
+    def flush(self) -> None:
+        """Wait until what was left to index in the background is written."""
+        self._backlog.wait()
+
+    async def aflush(self) -> None:
+        """`flush` for asyncio."""
+        await self._backlog.await_()
+
+    def _waited(self, memory_id: str) -> str | None:
+        """The conversation whose pending index a recall of `memory_id` waits for (None: all of
+        them, for a recall across a user's conversations)."""
+        return memory_id if self.scope == "memory" else None
 
     # -- recalling
 
@@ -161,12 +197,14 @@ class SemanticRecall:
     ) -> list[RecalledMessages]:
         """The past messages best matching `query` that are out of `memory_id`'s window, best
         first."""
+        self._backlog.wait(self._waited(memory_id))
         return run(_search.recall(self, memory_id, query, user_id), self._sync(history))
 
     async def arecall(
         self, history: Any, memory_id: str, query: str, *, user_id: str | None = None
     ) -> list[RecalledMessages]:
         """`recall` for asyncio."""
+        await self._backlog.await_(self._waited(memory_id))
         return await arun(_search.recall(self, memory_id, query, user_id), self._async(history))
 
     def block(self, recalled: Sequence[RecalledMessages], *, budget: int | None = None) -> str:
@@ -181,19 +219,23 @@ class SemanticRecall:
     def memory_ids_of(self, user_id: str) -> list[str]:
         """The conversations indexed for `user_id`, found by the metadata of their index entries
         and marks (an exact lookup)."""
+        self._backlog.wait()
         return run(_index.memory_ids_of(user_id), self._sync(None))
 
     async def amemory_ids_of(self, user_id: str) -> list[str]:
         """`memory_ids_of` for asyncio."""
+        await self._backlog.await_()
         return await arun(_index.memory_ids_of(user_id), self._async(None))
 
     def forget(self, *, memory_id: str | None = None, user_id: str | None = None) -> int:
         """Remove the index entries (embedded messages and marks) of one conversation or of one
-        user; how many were removed."""
+        user; how many were removed (after what was pending for them is written)."""
+        self._backlog.wait(memory_id if user_id is None else None)
         return run(_index.forget(self, memory_id, user_id), self._sync(None))
 
     async def aforget(self, *, memory_id: str | None = None, user_id: str | None = None) -> int:
         """`forget` for asyncio."""
+        await self._backlog.await_(memory_id if user_id is None else None)
         return await arun(_index.forget(self, memory_id, user_id), self._async(None))
 
 

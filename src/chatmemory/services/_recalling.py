@@ -32,10 +32,15 @@ class RecallStep:
         )
 
     def index(self) -> None:
-        self.recall.index(self.store, self.memory_id, user_id=self.user_id)
+        if self.recall.index_in_background:
+            self.recall.index_later(self.store, self.memory_id, user_id=self.user_id)
+        else:
+            self.recall.index(self.store, self.memory_id, user_id=self.user_id)
 
     async def aindex(self) -> None:
-        if self.store_is_async:
+        if self.store_is_async:  # (its connections belong to this loop: indexed here)
             await self.recall.aindex(self.store, self.memory_id, user_id=self.user_id)
+        elif self.recall.index_in_background:
+            self.index()  # (returns at once)
         else:
             await in_thread(self.index)
