@@ -712,8 +712,7 @@ class SqliteEmbeddingStore(SingleWrites):
         self._metadata = None
         self._keyed.clear()
         self._segments.clear()
-        (count,) = self._db.execute(f"SELECT count(*) FROM {self.table}").fetchone()
-        self._cache = self._chunks.read(self._db, int(count)) or self._read_table()
+        self._cache = self._chunks.read(self._db) or self._read_table()
         held = int(self._cache.keys[-1]) if len(self._cache) else 0
         self._load(self._rows(f"WHERE rowid > {held}"))
         self._chunks.follow(self._db, self._cache)
