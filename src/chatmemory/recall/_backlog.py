@@ -67,21 +67,28 @@ class Backlog:
             self._run(memory_id, job, work)
 
     def _run(self, memory_id: str, job: _Job, work: Callable[[], object]) -> None:
-        while True:
-            try:
-                work()
-            except Exception as error:  # the turn is stored: a later one catches up
-                log.warning(
-                    "semantic recall could not index the turn (%s); it will index it on a "
-                    "later turn",
-                    error,
-                )
-            with self._lock:
-                if job.again is None:
-                    del self._jobs[memory_id]
-                    job.done.set_result(None)
-                    return
-                work, job.again = job.again, None
+        finished = False
+        try:
+            while True:
+                try:
+                    work()
+                except Exception as error:  # the turn is stored: a later one catches up
+                    log.warning(
+                        "semantic recall could not index the turn (%s); it will index it on "
+                        "a later turn",
+                        error,
+                    )
+                with self._lock:  # (no new work can slip in between this check and the end)
+                    if job.again is None:
+                        del self._jobs[memory_id]
+                        finished = True
+                        break
+                    work, job.again = job.again, None
+        finally:
+            if not finished:  # pragma: no cover - an exit while it ran: the next index catches up
+                with self._lock:
+                    self._jobs.pop(memory_id, None)
+            job.done.set_result(None)  # (whoever waits is never left waiting)
 
     def _pending(self, memory_id: str | None) -> list[concurrent.futures.Future[None]]:
         with self._lock:
