@@ -74,14 +74,18 @@ def _service(recall: SemanticRecall, store: Any, reply: str = "OK.") -> Any:
     )
 
 
-def test_a_turn_returns_before_its_messages_are_indexed_and_recall_waits_for_them() -> None:
+def _background() -> tuple[HeldEmbeddings, InMemoryEmbeddingStore, Any, SemanticRecall, Any]:
     embeddings, vectors, store = (
         HeldEmbeddings(),
         InMemoryEmbeddingStore(),
         InMemoryChatMemoryStore(),
     )
     recall = SemanticRecall(embeddings, vectors, index_in_background=True)
-    service = _service(recall, store)
+    return embeddings, vectors, store, recall, _service(recall, store)
+
+
+def test_a_turn_returns_before_its_messages_are_indexed_and_recall_waits_for_them() -> None:
+    embeddings, vectors, store, recall, service = _background()
     embeddings.gate.clear()
     service.chat("ann", "a", "My locker code is 4711.")  # returns while its index is held
     assert embeddings.started.wait(10)
@@ -127,13 +131,7 @@ def test_forget_waits_for_the_pending_index_and_leaves_nothing(tmp_path: Path) -
 def test_a_failed_background_index_is_logged_and_caught_up_later(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    embeddings, vectors, store = (
-        HeldEmbeddings(),
-        InMemoryEmbeddingStore(),
-        InMemoryChatMemoryStore(),
-    )
-    recall = SemanticRecall(embeddings, vectors, index_in_background=True)
-    service = _service(recall, store)
+    embeddings, vectors, _, recall, service = _background()
     embeddings.down = True
     assert service.chat("ann", "a", "The boat is called Nautilus.") == "OK."
     recall.flush()

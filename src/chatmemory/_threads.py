@@ -3,7 +3,8 @@
 A sync store, model, retriever or tool used from an async service call runs on this pool (the
 caller's context variables go with it), and a coroutine run from sync code while this thread
 already runs an event loop runs on it too. One pool for the whole library, made on first use and
-shut down with the interpreter, instead of a pool per object or per call.
+shut down with the interpreter, instead of a pool per object or per call (and one apart, for
+recall's background indexing, which work on the shared pool may wait for).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["in_thread", "run_coroutine", "shared_pool"]
+__all__ = ["in_thread", "indexing_pool", "run_coroutine", "shared_pool"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -24,20 +25,33 @@ T = TypeVar("T")
 WORKERS = 32
 """Threads of the pool: blocking calls of the library are I/O waits (a store, a model, a
 tool), so the pool is sized for waits, not for cores."""
+INDEXING_WORKERS = 4
+"""Threads indexing recall in the background, for all conversations (a job is a few writes)."""
 
-_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_pools: dict[str, concurrent.futures.ThreadPoolExecutor] = {}
 _lock = threading.Lock()
+
+
+def _pool(name: str, workers: int) -> concurrent.futures.ThreadPoolExecutor:
+    with _lock:
+        pool = _pools.get(name)
+        if pool is None:
+            pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix=name)
+            _pools[name] = pool
+        return pool
 
 
 def shared_pool() -> concurrent.futures.ThreadPoolExecutor:
     """The library's one worker pool (made on first use)."""
-    global _pool
-    with _lock:
-        if _pool is None:
-            _pool = concurrent.futures.ThreadPoolExecutor(
-                max_workers=WORKERS, thread_name_prefix="chatmemory"
-            )
-        return _pool
+    return _pool("chatmemory", WORKERS)
+
+
+def indexing_pool() -> concurrent.futures.ThreadPoolExecutor:
+    """The one pool apart: recall's background indexing (`SemanticRecall(index_in_background=
+    True)`). A recall waiting on the shared pool for a job queued behind it there could wait
+    for ever. Its threads are joined when the interpreter exits, after the jobs already
+    queued: a process that ends normally indexes what it stored."""
+    return _pool("chatmemory-index", INDEXING_WORKERS)
 
 
 async def in_thread(function: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:

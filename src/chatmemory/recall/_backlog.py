@@ -12,28 +12,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .._threads import indexing_pool
+
 __all__ = ["Backlog"]
 
 log = logging.getLogger("chatmemory.recall")
-
-WORKERS = 4
-"""Threads indexing in the background, for all conversations (a job is a few store writes)."""
-
-_pool: concurrent.futures.ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _indexing_pool() -> concurrent.futures.ThreadPoolExecutor:
-    """A pool apart from the library's shared one: a recall waiting on the shared pool for a job
-    queued behind it there could wait for ever. Its threads are joined when the interpreter
-    exits, after the jobs already queued: a process that ends normally indexes what it stored."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = concurrent.futures.ThreadPoolExecutor(
-                max_workers=WORKERS, thread_name_prefix="chatmemory-index"
-            )
-        return _pool
 
 
 @dataclass(slots=True)
@@ -62,7 +45,7 @@ class Backlog:
                 return
             job = self._jobs[memory_id] = _Job()
         try:
-            _indexing_pool().submit(self._run, memory_id, job, work)
+            indexing_pool().submit(self._run, memory_id, job, work)
         except RuntimeError:  # the interpreter is exiting: no new thread, the job runs here
             self._run(memory_id, job, work)
 
