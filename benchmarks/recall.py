@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import itertools
 import json
 import os
 import random
@@ -130,8 +131,8 @@ def _latency_rows(
                     chat_model=ScriptedChatModel(lambda r: "OK."),
                     chat_memory_provider=provider,
                 )
-                for (name, vectors), later in (
-                    (store, later) for store in stores for later in (False, True)[: 1 + background]
+                for (name, vectors), later in itertools.product(
+                    stores, (False, True)[: 1 + background]
                 ):
                     recall = SemanticRecall(model, vectors, index_in_background=later)
                     recall.index(chats, memory_id)

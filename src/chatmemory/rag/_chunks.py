@@ -100,29 +100,33 @@ class Chunks:
         mapped = self._map(state)
         if mapped is not None and 0 <= self._above_mapped(db, mapped) <= SIZE:
             return mapped
-        (count,) = db.execute(f"SELECT count(*) FROM {self.table}").fetchone()
-        found = self._spans(db, state)
-        if found is None:
+        spans = self._spans(db, state)
+        if spans is None:
             return None
-        spans = found
         total = sum(size for *_, size in spans)
         if not total:
             return None
         index = self._read(db, total)
         if index is None or _covered(index.keys, spans) != total:
             return None
-        if self._above(db, index, count) < 0:  # rows removed (or not in chunks) behind our back
+        if self._above(db, index) < 0:  # rows removed (or not in chunks) behind our back
             return None
         self._save(db, state, index)
         return index
 
-    def _above(self, db: sqlite3.Connection, index: VectorIndex, count: int) -> int:
-        """How many of the table's `count` rows lie above `index`'s, or -1 when some row of
-        its range is not in it (written or removed by another program)."""
+    def _rows_above(self, db: sqlite3.Connection, index: VectorIndex) -> int:
+        """How many of the table's rows lie above `index`'s last one."""
         (above,) = db.execute(
             f"SELECT count(*) FROM {self.table} WHERE rowid > ?", (int(index.keys[-1]),)
         ).fetchone()
-        return int(above) if len(index) + int(above) == count else -1
+        return int(above)
+
+    def _above(self, db: sqlite3.Connection, index: VectorIndex) -> int:
+        """How many of the table's rows lie above `index`'s, or -1 when some row of its range
+        is not in it (written or removed by another program)."""
+        (count,) = db.execute(f"SELECT count(*) FROM {self.table}").fetchone()
+        above = self._rows_above(db, index)
+        return above if len(index) + above == int(count) else -1
 
     def _above_mapped(self, db: sqlite3.Connection, index: VectorIndex) -> int:
         """`_above` for the mapped copy, without counting the table (a read of its whole id
@@ -134,12 +138,7 @@ class Chunks:
         (ends,) = db.execute(
             f"SELECT count(*) FROM {self.table} WHERE rowid IN (?, ?)", (first, last)
         ).fetchone()
-        if ends != len({first, last}):
-            return -1
-        (above,) = db.execute(
-            f"SELECT count(*) FROM {self.table} WHERE rowid > ?", (last,)
-        ).fetchone()
-        return int(above)
+        return self._rows_above(db, index) if ends == len({first, last}) else -1
 
     def _state(self, db: sqlite3.Connection) -> dict[str, int]:
         return dict(db.execute(f"SELECT name, value FROM {self.table}_state").fetchall())

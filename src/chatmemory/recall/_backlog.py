@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -36,8 +37,7 @@ class Backlog:
     def submit(self, memory_id: str, work: Callable[[], object]) -> None:
         """Run `work` (indexing `memory_id`'s new messages) after the conversation's job in
         progress, if any; return at once."""
-        context = contextvars.copy_context()
-        work = _in(context, work)
+        work = functools.partial(contextvars.copy_context().run, work)  # (the turn's trace)
         with self._lock:
             job = self._jobs.get(memory_id)
             if job is not None:
@@ -90,9 +90,3 @@ class Backlog:
         """`wait` for asyncio."""
         for done in self._pending(memory_id):
             await asyncio.wrap_future(done)
-
-
-def _in(context: contextvars.Context, work: Callable[[], object]) -> Callable[[], object]:
-    """`work` run in `context` (the submitting turn's context variables: its trace, its
-    settings)."""
-    return lambda: context.run(work)
