@@ -4,6 +4,7 @@ after rows come and go, and where rows differ by far less than a code's step."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +71,7 @@ def test_searches_over_many_close_rows_answer_as_an_exact_search(kind: str, tmp_
         ids=[str(n) for n in range(ROWS)],
     )
     alive = list(range(ROWS))
-    passing = {
+    passing: dict[str | None, Callable[[int], bool]] = {
         None: lambda n: True,
         "third": lambda n: n % 3 == 1,  # a third of the rows: scanned with the rest
         "fiftieth": lambda n: n % 50 == 4,  # too few rows for codes: floats
