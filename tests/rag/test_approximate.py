@@ -179,15 +179,26 @@ def test_the_sqlite_store_keeps_its_graph_beside_the_file_while_in_step(tmp_path
         before = search(store, QUERIES[0])
         assert graph.stat().st_mtime_ns != saved  # doubled: saved again
     assert graph.exists()
+    assert VECTORS[0].tobytes() in graph.read_bytes()
     with SqliteEmbeddingStore(path, approximate=settings) as store:
         assert search(store, QUERIES[0]) == before  # the saved graph, read back
         store.remove("0")  # a saved graph must not keep a removed vector
         assert not graph.exists()
-        search(store, QUERIES[0])
-    assert not graph.exists()  # holds a removed row: the next process builds it
-    with SqliteEmbeddingStore(path, approximate=settings) as store:
-        search(store, QUERIES[0])
+        after = search(store, VECTORS[0])
+        assert "0" not in [found for found, _ in after]
+    # Saved again at close with the removed row's vector erased (not built again next time).
     assert graph.exists()
+    assert VECTORS[0].tobytes() not in graph.read_bytes()
+    assert VECTORS[1].tobytes() in graph.read_bytes()
+    saved = graph.stat().st_mtime_ns
+    with SqliteEmbeddingStore(path, approximate=settings) as store:
+        assert search(store, VECTORS[0]) == after  # the saved graph, read back
+        store.remove("1")  # erased in a graph read back from its file
+        assert "1" not in [found for found, _ in search(store, VECTORS[1])]
+    assert VECTORS[1].tobytes() not in graph.read_bytes()
+    assert graph.stat().st_mtime_ns != saved
+    with SqliteEmbeddingStore(path, approximate=settings) as store:
+        assert "1" not in [found for found, _ in search(store, VECTORS[1])]
     # Another program moves a row's vector in place: the saved graph is stale, built again.
     target = QUERIES[1]
     with sqlite3.connect(path) as other:
@@ -259,3 +270,27 @@ def test_an_empty_store_searched_then_filled_gets_a_graph_of_its_vectors(
     assert search(store, QUERIES[0]) == []
     store.add_all(VECTORS[:50], SEGMENTS[:50], ids=IDS[:50])
     assert search(store, VECTORS[4], top=1)[0][0] == "4"
+
+
+def test_a_graph_changed_after_its_last_search_is_saved_at_close_beside_a_busy_file(
+    tmp_path: Path,
+) -> None:
+    """A removal drops the saved graph; close saves it again, with the rows written since the
+    last search, even when another connection committed to the file meanwhile (a chat memory
+    beside the store commits every turn)."""
+    path, settings = tmp_path / "v.db", Hnsw(min_rows=500)
+    graph = Path(f"{path}-embeddings.hnsw")
+    with SqliteEmbeddingStore(path, approximate=settings) as store:
+        store.add_all(VECTORS[:1_000], SEGMENTS[:1_000], ids=IDS[:1_000])
+        search(store, QUERIES[0])
+        store.remove("0")
+        store.add_all(VECTORS[1_000:1_010], SEGMENTS[1_000:1_010], ids=IDS[1_000:1_010])
+        assert not graph.exists()
+        with sqlite3.connect(path) as other:
+            other.execute("CREATE TABLE elsewhere (x)")
+    assert graph.exists()
+    assert VECTORS[0].tobytes() not in graph.read_bytes()
+    assert VECTORS[1_005].tobytes() in graph.read_bytes()
+    with SqliteEmbeddingStore(path, approximate=settings) as store:
+        assert search(store, VECTORS[1_005], top=1)[0][0] == "1005"
+        assert "0" not in [found for found, _ in search(store, VECTORS[0])]

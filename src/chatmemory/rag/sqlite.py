@@ -286,9 +286,14 @@ class SqliteEmbeddingStore(SingleWrites):
         if self._owned:
             with self._lock, contextlib.suppress(sqlite3.Error):
                 version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
-                if version == self._version:  # nothing committed since the cache was read
+                # Nothing committed to the table since the cache was read (to the file, maybe:
+                # a chat memory beside it commits every turn; the table's counts tell).
+                if self._version is not None and (
+                    version == self._version or self._stamp() == self._shape
+                ):
                     self._chunks.keep(self._db, self._cache)
-                    if self._graph is not None:
+                    if self._graph is not None:  # with the rows written since its last search
+                        self._graph.follow(self._cache)
                         self._graph.keep_file(self._cache)
             self._db.close()
 
