@@ -60,7 +60,7 @@ def _found(
     return [int(match.embedding_id) for match in store.search(request).matches]
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "sqlite reopened"])
 def test_searches_over_many_close_rows_answer_as_an_exact_search(kind: str, tmp_path: Path) -> None:
     rng = np.random.default_rng(11)
     rows = _close_rows(rng)
@@ -70,6 +70,9 @@ def test_searches_over_many_close_rows_answer_as_an_exact_search(kind: str, tmp_
         [TextSegment(str(n), {"third": n % 3, "fiftieth": n % 50}) for n in range(ROWS)],
         ids=[str(n) for n in range(ROWS)],
     )
+    if kind == "sqlite reopened":  # the codes read with the vectors from the file beside it
+        store.close()
+        store = SqliteEmbeddingStore(tmp_path / "c.db")
     alive = list(range(ROWS))
     passing: dict[str | None, Callable[[int], bool]] = {
         None: lambda n: True,

@@ -460,7 +460,7 @@ def test_sqlite_a_damaged_chunk_gives_way_to_the_table(tmp_path: Path) -> None:
     ("at", "damage"),
     [
         (0, b"not ours"),
-        (0, b"CMVEC\x03\x00\x00\xff"),
+        (0, b"CMVEC\x04\x00\x00\xff"),
         (64, np.int64(99).tobytes()),  # the first row's rowid above the next ones'
         (0, None),  # cut short
     ],

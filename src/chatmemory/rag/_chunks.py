@@ -22,19 +22,21 @@ from ._vectors import VectorIndex
 __all__ = ["Chunks"]
 
 log = logging.getLogger("chatmemory.rag")
-MAGIC = b"CMVEC\x03\x00\x00"
+MAGIC = b"CMVEC\x04\x00\x00"
 HEADER = 64
 """The mapped file: MAGIC, then int64s: the table's counts of removed and of updated rows when
 its rows were written, its row count, the dimension and the room for rows (the rest of the
 header zero); then, for `room` rows in rowid order, one record a row: rowid (int64), inverse
-norm (float32) and four bytes of padding (the first `count` used); then the vectors (float32),
-one after the other. Rows are only ever appended (a record in the room left, a vector at the
-end), so a file stays valid, as a prefix of the table's rows, until a row is removed or
-updated, and a new process reads the rowids and norms (16 bytes a row) without touching the
-vectors' pages."""
+norm (float32) and the step of its int8 code (float32) (the first `count` used); then room for
+`room` rows' int8 codes (`_codes`: what a scan reads first), `dimension` bytes a row; then, from
+the next multiple of 64 bytes, the vectors (float32), one after the other. Rows are only ever
+appended (a record and a code in the room left, a vector at the end), so a file stays valid, as
+a prefix of the table's rows, until a row is removed or updated, and a new process reads the
+rowids and norms (16 bytes a row) without touching the other pages, nor codes the rows
+again."""
 _COUNT = 8 + 2 * 8
 """Where the header's row count is."""
-_ROW = np.dtype([("key", "<i8"), ("scale", "<f4"), ("pad", "<f4")])
+_ROW = np.dtype([("key", "<i8"), ("scale", "<f4"), ("step", "<f4")])
 """A row's record in the mapped file."""
 
 SIZE = 4096
@@ -204,17 +206,24 @@ class Chunks:
                 view = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_COPY)
             count, dimension, room = shape
             rows = np.frombuffer(view, _ROW, count, HEADER)
-            at = _vectors_at(room)
-            vectors = np.frombuffer(view, np.float32, count * dimension, at)
+            codes = np.frombuffer(view, np.int8, count * dimension, _codes_at(room))
+            vectors = np.frombuffer(
+                view, np.float32, count * dimension, _vectors_at(room, dimension)
+            )
         except (OSError, ValueError):
             return None
         if hasattr(mmap, "MADV_WILLNEED"):  # (not on Windows)
-            start = at - at % mmap.PAGESIZE
+            start = _codes_at(room) - _codes_at(room) % mmap.PAGESIZE
             view.madvise(mmap.MADV_WILLNEED, start, len(view) - start)
         keys = rows["key"].copy()
         if (np.diff(keys) <= 0).any():
             return None
-        return VectorIndex.adopt(keys, vectors.reshape(count, dimension), rows["scale"].copy())
+        return VectorIndex.adopt(
+            keys,
+            vectors.reshape(count, dimension),
+            rows["scale"].copy(),
+            codes=(codes.reshape(count, dimension), rows["step"].copy()),
+        )
 
     def _save(self, db: sqlite3.Connection, state: dict[str, int], index: VectorIndex) -> None:
         """Write the memory-mapped copy of `index` (the table's rows at the counts `state`
@@ -229,8 +238,11 @@ class Chunks:
                 file.write(_header(state, count, index.dimension or 0, room))
                 for start in range(0, count, SIZE):
                     file.write(_rows_of(index, start, start + SIZE).data)
-                file.seek(_vectors_at(room))  # (the room left: a hole in the file)
+                file.seek(_codes_at(room))  # (the room left: a hole in the file)
                 for start in range(0, count, SIZE):  # (a chunk's size at a time)
+                    file.write(np.ascontiguousarray(index.codes(start, start + SIZE)[0]).data)
+                file.seek(_vectors_at(room, index.dimension or 0))
+                for start in range(0, count, SIZE):
                     file.write(np.ascontiguousarray(index.block(start, start + SIZE)[1]).data)
             os.replace(partial, self.mapped)
         except OSError as error:  # pragma: no cover - a read-only folder, a full disk
@@ -294,8 +306,10 @@ class Chunks:
             if held < len(cache):
                 rows = _rows_of(cache, held, len(cache)).data
                 os.pwrite(file, rows, HEADER + held * _ROW.itemsize)
+                codes = np.ascontiguousarray(cache.codes(held, len(cache))[0])
+                os.pwrite(file, codes.data, _codes_at(room) + held * dimension)
                 vectors = np.ascontiguousarray(cache.block(held, len(cache))[1])
-                os.pwrite(file, vectors.data, _vectors_at(room) + held * 4 * dimension)
+                os.pwrite(file, vectors.data, _vectors_at(room, dimension) + held * 4 * dimension)
                 os.pwrite(file, np.int64(len(cache)).tobytes(), _COUNT)
             return True
         except OSError as error:  # pragma: no cover - a full disk
@@ -420,14 +434,19 @@ def _shape(head: bytes, state: dict[str, int]) -> tuple[int, int, int] | None:
     return int(count), int(dimension), int(room)
 
 
-def _vectors_at(room: int) -> int:
-    """Where a mapped file with room for `room` rows holds its first vector."""
+def _codes_at(room: int) -> int:
+    """Where a mapped file with room for `room` rows holds its first code."""
     return HEADER + room * _ROW.itemsize
+
+
+def _vectors_at(room: int, dimension: int) -> int:
+    """Where a mapped file with room for `room` rows of `dimension` holds its first vector."""
+    return -(-(_codes_at(room) + room * dimension) // 64) * 64
 
 
 def _rows_of(index: VectorIndex, start: int, end: int) -> npt.NDArray[Any]:
     """The mapped file's records of `index`'s rows at positions `start` to `end`."""
     keys, scale, _ = (part[start:end] for part in index.parts())
     rows = np.zeros(len(keys), _ROW)
-    rows["key"], rows["scale"] = keys, scale
+    rows["key"], rows["scale"], rows["step"] = keys, scale, index.codes(start, end)[1]
     return rows

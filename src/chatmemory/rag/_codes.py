@@ -50,6 +50,14 @@ class Codes:
         self.widest = 0.0
         """The largest step of any row coded so far (kept when rows go: still a bound)."""
 
+    @classmethod
+    def adopt(cls, rows: Codes8, steps: Matrix) -> Codes:
+        """The codes of rows coded before (a store's file), as they are (no copy)."""
+        codes = cls(rows.shape[1])
+        codes.rows, codes.steps, codes.filled = rows, steps, len(rows)
+        codes.widest = float(steps.max()) if len(steps) else 0.0
+        return codes
+
     def follow(self, vectors: Matrix, scale: Matrix) -> None:
         """Code the rows of `vectors` (with their inverse norms `scale`) past those coded."""
         end = len(vectors)

@@ -158,12 +158,20 @@ class VectorIndex:
         only appended, so the position of every key held then is unchanged."""
 
     @classmethod
-    def adopt(cls, keys: Keys, vectors: Matrix, scale: Matrix | None = None) -> VectorIndex:
+    def adopt(
+        cls,
+        keys: Keys,
+        vectors: Matrix,
+        scale: Matrix | None = None,
+        codes: tuple[Codes8, Matrix] | None = None,
+    ) -> VectorIndex:
         """An index over these arrays as they are (no copy): keys in increasing order, and the
-        rows' inverse norms when known."""
+        rows' inverse norms and their int8 codes and steps (see `_codes`) when known."""
         index = cls(int(vectors.shape[1]))
         index._key_rows, index._raw_rows = keys, vectors
         index._scale_rows = _inverse_norms(vectors) if scale is None else scale
+        if codes is not None:
+            index._codes = Codes.adopt(*codes)
         index._views(len(keys))
         return index
 
@@ -269,6 +277,14 @@ class VectorIndex:
         for a use that ends before the index next changes)."""
         return self.keys[start:end], self._raw[start:end]
 
+    def codes(self, start: int, end: int) -> tuple[Codes8, Matrix]:
+        """The int8 codes and steps of the rows at positions `start` to `end` (views; the rows
+        not coded yet are coded first)."""
+        codes = self._codes = self._codes or Codes(self._raw.shape[1])
+        codes.follow(self._raw, self._scale)
+        end = min(end, len(self.keys))
+        return codes.rows[start:end], codes.steps[start:end]
+
     def cosines(self, positions: Positions, q: Matrix) -> Matrix:
         """The cosines of the rows at `positions` with the unit float32 query `q`."""
         cosines = self._raw[positions] @ q
@@ -332,9 +348,9 @@ class VectorIndex:
         self._scans += 1
         if self._codes is None and self._scans < 2:
             return None
-        codes = self._codes = self._codes or Codes(self._raw.shape[1])
-        codes.follow(self._raw, self._scale)
-        everything = codes.rows[: len(self.keys)], codes.steps[: len(self.keys)]
+        everything = self.codes(0, len(self.keys))
+        codes = self._codes
+        assert codes is not None
         if chosen is None:
             return contenders(*coded(q, *everything, codes.widest), count)
         if 4 * len(chosen) >= len(self.keys):
