@@ -133,7 +133,8 @@ Keys = npt.NDArray[np.int64]
 class VectorIndex:
     """Vectors by row key (an int that only grows: SQLite's rowid, the in-memory store's
     counter), in key order, as one float32 matrix with each row's inverse norm beside it: a
-    search is one matrix product over the rows (or only the candidate rows a filter chose).
+    search is one matrix product over the rows (or only the candidate rows a filter chose); over
+    many rows, one over their int8 codes first, then one over the rows that could be the best.
     Ties keep key order, so a search answers the same on every store and every run."""
 
     def __init__(self, dimension: int | None = None) -> None:
@@ -341,30 +342,31 @@ class VectorIndex:
         could be among the best `count`, from their int8 codes (see `_codes`); None when the
         float rows are scanned. The codes are made from the index's second such scan on (the
         first reads the float rows it has to read anyway: a process that opens a store to ask
-        once pays no coding, 55 ms at 100,000 rows) and kept up as rows come."""
+        once pays no coding, 55 ms at 100,000 rows), unless given with the rows (`adopt`), and
+        kept up as rows come."""
         scanned = len(self.keys) if chosen is None else len(chosen)
         if scanned < CODED_AT:
             return None
         self._scans += 1
         if self._codes is None and self._scans < 2:
             return None
-        everything = self.codes(0, len(self.keys))
-        codes = self._codes
-        assert codes is not None
+        every = self.codes(0, len(self.keys))
+        widest = self._codes.widest if self._codes is not None else 0.0
         if chosen is None:
-            return contenders(*coded(q, *everything, codes.widest), count)
+            return contenders(*coded(q, *every, widest), count)
         if 4 * len(chosen) >= len(self.keys):
-            scores, bound = coded(q, *everything, codes.widest)
+            scores, bound = coded(q, *every, widest)
             return chosen[contenders(scores[chosen], bound, count)]
         assert rows is not None
         if rows.codes is None and self._held(chosen.size * (self._raw.shape[1] + 4)):
             # Copied together once, as the float rows of a filter passing few rows are.
-            rows.codes, rows.steps = codes.rows[chosen], codes.steps[chosen]
+            rows.codes, rows.steps = every[0][chosen], every[1][chosen]
             self._copied += rows.held
         if rows.codes is not None and rows.steps is not None:
-            return chosen[contenders(*coded(q, rows.codes, rows.steps, codes.widest), count)]
-        gathered = codes.rows[chosen], codes.steps[chosen]
-        return chosen[contenders(*coded(q, *gathered, codes.widest), count)]
+            part = rows.codes, rows.steps
+        else:  # gathered at each search
+            part = every[0][chosen], every[1][chosen]
+        return chosen[contenders(*coded(q, *part, widest), count)]
 
     def top(
         self,
