@@ -213,7 +213,7 @@ class Chunks:
         except (OSError, ValueError):
             return None
         if hasattr(mmap, "MADV_WILLNEED"):  # (not on Windows)
-            start = _codes_at(room) - _codes_at(room) % mmap.PAGESIZE
+            start = _codes_at(room) // mmap.PAGESIZE * mmap.PAGESIZE
             view.madvise(mmap.MADV_WILLNEED, start, len(view) - start)
         keys = rows["key"].copy()
         if (np.diff(keys) <= 0).any():

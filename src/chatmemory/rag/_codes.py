@@ -24,6 +24,8 @@ import numpy as np
 import numpy.typing as npt
 import simsimd
 
+from ._buffers import enlarged
+
 Matrix = npt.NDArray[np.float32]
 Positions = npt.NDArray[np.intp]
 Codes8 = npt.NDArray[np.int8]
@@ -65,11 +67,8 @@ class Codes:
             return
         if end > len(self.rows):
             capacity = max(end, 2 * len(self.rows))
-            rows = np.empty((capacity, vectors.shape[1]), dtype=np.int8)
-            rows[: self.filled] = self.rows[: self.filled]
-            steps = np.empty(capacity, dtype=np.float32)
-            steps[: self.filled] = self.steps[: self.filled]
-            self.rows, self.steps = rows, steps
+            self.rows = enlarged(self.rows, capacity, self.filled)
+            self.steps = enlarged(self.steps, capacity, self.filled)
         scratch = np.empty((_STEP, vectors.shape[1]), dtype=np.float32)
         for start in range(self.filled, end, _STEP):
             block = vectors[start : start + _STEP]

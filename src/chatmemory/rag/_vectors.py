@@ -16,12 +16,13 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from .._errors import ConfigurationError
+from ._buffers import enlarged
 from ._codes import CODED_AT, Codes, Codes8, coded, contenders
 from ._embeddings import NOT_FINITE, Embedding, check_metadata, trusted_rows
 from ._filters import And, Compare, Filter, In, Not, Or, _kind
@@ -226,9 +227,9 @@ class VectorIndex:
             return
         capacity = max(needed, 2 * len(self._raw_rows), 64)
         filled = len(self.keys)
-        self._raw_rows = _enlarged(self._raw_rows, capacity, filled)
-        self._key_rows = _enlarged(self._key_rows, capacity, filled)
-        self._scale_rows = _enlarged(self._scale_rows, capacity, filled)
+        self._raw_rows = enlarged(self._raw_rows, capacity, filled)
+        self._key_rows = enlarged(self._key_rows, capacity, filled)
+        self._scale_rows = enlarged(self._scale_rows, capacity, filled)
         self.keys = self._key_rows[:filled]
         self._raw = self._raw_rows[:filled]
         self._scale = self._scale_rows[:filled]
@@ -281,10 +282,14 @@ class VectorIndex:
     def codes(self, start: int, end: int) -> tuple[Codes8, Matrix]:
         """The int8 codes and steps of the rows at positions `start` to `end` (views; the rows
         not coded yet are coded first)."""
+        codes, end = self._coded(), min(end, len(self.keys))
+        return codes.rows[start:end], codes.steps[start:end]
+
+    def _coded(self) -> Codes:
+        """The codes, of every row."""
         codes = self._codes = self._codes or Codes(self._raw.shape[1])
         codes.follow(self._raw, self._scale)
-        end = min(end, len(self.keys))
-        return codes.rows[start:end], codes.steps[start:end]
+        return codes
 
     def cosines(self, positions: Positions, q: Matrix) -> Matrix:
         """The cosines of the rows at `positions` with the unit float32 query `q`."""
@@ -313,8 +318,7 @@ class VectorIndex:
         near = self._contenders(q, rows, chosen, count)
         if near is not None:
             return self.cosines(near, q), near
-        if chosen is None or 4 * len(chosen) >= len(self.keys):
-            # Most rows pass: scoring them all beats copying them out of the matrix.
+        if chosen is None or self._most(chosen):
             cosines = self._raw @ q
             cosines *= self._scale
             return (cosines, None) if chosen is None else (cosines[chosen], chosen)
@@ -330,6 +334,10 @@ class VectorIndex:
         else:
             cosines = self.cosines(chosen, q)
         return cosines, chosen
+
+    def _most(self, chosen: Positions) -> bool:
+        """Whether most rows pass: scoring (or coding) them all then beats copying them out."""
+        return 4 * len(chosen) >= len(self.keys)
 
     def _held(self, size: int) -> bool:
         """Whether the selections may hold `size` bytes more of copied rows."""
@@ -350,11 +358,11 @@ class VectorIndex:
         self._scans += 1
         if self._codes is None and self._scans < 2:
             return None
-        every = self.codes(0, len(self.keys))
-        widest = self._codes.widest if self._codes is not None else 0.0
+        codes = self._coded()
+        every, widest = (codes.rows[: len(self.keys)], codes.steps[: len(self.keys)]), codes.widest
         if chosen is None:
             return contenders(*coded(q, *every, widest), count)
-        if 4 * len(chosen) >= len(self.keys):
+        if self._most(chosen):
             scores, bound = coded(q, *every, widest)
             return chosen[contenders(scores[chosen], bound, count)]
         assert rows is not None
@@ -432,15 +440,6 @@ _SORTED_AT_ONCE = 256
 
 
 Positions = npt.NDArray[np.intp]
-_Buffer = TypeVar("_Buffer", Keys, Matrix)
-
-
-def _enlarged(rows: _Buffer, capacity: int, filled: int) -> _Buffer:
-    """A copy of `rows` with room for `capacity` rows, the first `filled` copied, the rest
-    left unfilled."""
-    larger = np.empty((capacity, *rows.shape[1:]), dtype=rows.dtype)
-    larger[:filled] = rows[:filled]
-    return larger
 
 
 _SELECTIONS = 64

@@ -50,7 +50,6 @@ class Backlog:
             self._run(memory_id, job, work)
 
     def _run(self, memory_id: str, job: _Job, work: Callable[[], object]) -> None:
-        finished = False
         try:
             while True:
                 try:
@@ -64,13 +63,12 @@ class Backlog:
                 with self._lock:  # (no new work can slip in between this check and the end)
                     if job.again is None:
                         del self._jobs[memory_id]
-                        finished = True
                         break
                     work, job.again = job.again, None
         finally:
-            if not finished:  # pragma: no cover - an exit while it ran: the next index catches up
-                with self._lock:
-                    self._jobs.pop(memory_id, None)
+            with self._lock:  # an exit while it ran (the next index catches up): it ends too
+                if self._jobs.get(memory_id) is job:  # pragma: no cover
+                    del self._jobs[memory_id]
             job.done.set_result(None)  # (whoever waits is never left waiting)
 
     def _pending(self, memory_id: str | None) -> list[concurrent.futures.Future[None]]:
