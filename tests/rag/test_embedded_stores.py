@@ -553,3 +553,69 @@ def test_sqlite_stores_writing_in_turn_leave_chunks_a_new_process_reads_whole(
         assert not any("vector FROM embeddings ORDER BY" in s for s in statements)
     finally:
         connection.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_filters_asked_before_follow_each_row_appended_after_them(
+    kind: str, tmp_path: Path
+) -> None:
+    """A filter's rows are kept between searches and followed to the rows appended since (a
+    turn's two rows): with its rows copied out (few rows), their codes copied out (many), or
+    nearly every row passing, each search stays the exact one over every row."""
+    rng = np.random.default_rng(11)
+    vectors = rng.normal(size=(20_000, 16)).astype(np.float32)
+    metadata: list[dict[str, Any] | None] = [
+        {"n": n, "user": f"u{n % 40}", "tenth": n % 10} for n in range(len(vectors))
+    ]
+
+    def opened() -> Any:
+        if kind == "memory":
+            return InMemoryEmbeddingStore()
+        return SqliteEmbeddingStore(tmp_path / "follow.db")
+
+    def add(store: Any, rows: np.ndarray, metas: list[dict[str, Any] | None]) -> None:
+        segments = [TextSegment("x", meta) if meta is not None else None for meta in metas]
+        ids = store.add_all(rows, segments, ids=[str(len(held) + n) for n in range(len(rows))])
+        assert ids == [str(len(held) + n) for n in range(len(rows))]
+        held.extend(zip(rows, metas, strict=True))
+
+    filters = [
+        key("user").eq("u3"),  # 500 rows: their vectors copied out
+        key("tenth").lt(2) | key("user").eq("u5"),  # 4,500: their codes copied out
+        key("n").gte(0),  # every row
+        ~key("user").in_(["u1", "u2"]),  # most rows
+        key("n").gte(10) & _Odd(),  # tested row by row
+    ]
+
+    def check(store: Any, query: np.ndarray) -> None:
+        for condition in filters:
+            passing = [
+                n for n, (_, meta) in enumerate(held) if meta is not None and condition.test(meta)
+            ]
+            rows = np.stack([held[n][0] for n in passing])
+            cosines = rows @ query / np.linalg.norm(rows, axis=1) / np.linalg.norm(query)
+            exact = [str(passing[n]) for n in np.argsort(-cosines, kind="stable")[:5]]
+            request = EmbeddingSearchRequest(
+                query_embedding=Embedding(query), max_results=5, filter=condition
+            )
+            assert [m.embedding_id for m in store.search(request).matches] == exact, condition
+
+    held: list[tuple[np.ndarray, dict[str, Any] | None]] = []
+    store = opened()
+    add(store, vectors, metadata)
+    for turn in range(6):
+        if turn == 3 and kind == "sqlite":  # a new process: `user` looked up in its SQL index
+            store.close()
+            store = opened()
+            filters[0] = key("user").eq("u7")
+        new = rng.normal(size=(3, 16)).astype(np.float32)
+        # A row each filter passes, one only the last two pass, and one passing none (for
+        # the store, a row without metadata).
+        passing = {"n": 3 + 2 * turn, "user": "u3", "tenth": 1}
+        add(store, new, [passing, {"n": 21, "user": "u7"}, None])
+        for query in (new[0], new[1], new[2], vectors[turn]):
+            check(store, query)
+            check(store, query)  # (a second scan: the codes are made)
+    store.remove_all(["0", "3"])
+    held[0] = held[3] = (held[0][0], None)
+    check(store, vectors[9])

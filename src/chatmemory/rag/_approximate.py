@@ -242,6 +242,7 @@ class Graph:
         # labels held keep their positions, only the new rows are added below.
         appended = self._lineage == (id(index), index.lineage)
         self._lineage = (id(index), index.lineage)
+        labels = (len(self.keys), int(self.live.sum()))
         if len(self.keys) and not appended:
             found = np.searchsorted(keys, self.keys)
             inside = found < len(keys)
@@ -265,6 +266,9 @@ class Graph:
             self.erased = np.concatenate((self.erased, np.zeros(len(keys) - start, np.bool_)))
             self._at = np.concatenate((self._at, np.arange(start, len(keys), dtype=np.intp)))
             self.changed = True
+        if labels == (len(self.keys), int(self.live.sum())) and appended:
+            self._followed = (id(index), index.changes)
+            return  # rows only appended, scored beside the graph (its tail): labels unchanged
         dead = not bool(self.live.all())
         self._everyone = None
         self._plain = None

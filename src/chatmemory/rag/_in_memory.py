@@ -113,14 +113,14 @@ class InMemoryEmbeddingStore(SingleWrites):
             self._metadata = None  # mostly rows that left: build it again when next needed
 
     def _selection(self, condition: Filter) -> Selection:
-        """The rows `condition` passes (kept by the index until rows change)."""
+        """The rows `condition` passes (kept by the index until a row is removed)."""
 
-        def mask() -> npt.NDArray[np.bool_]:
+        def mask(start: int) -> npt.NDArray[np.bool_]:
             if self._metadata is None:
                 self._metadata = MetadataIndex()
                 keys = self._index.keys.tolist()
                 self._metadata.add(keys, [_metadata(self._segments[k]) for k in keys])
-            return self._metadata.mask(condition, self._index, self._scan)
+            return self._metadata.mask(condition, self._index, self._scan, start)
 
         return self._index.selection(repr(condition), mask)
 

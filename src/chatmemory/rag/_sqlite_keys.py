@@ -97,10 +97,10 @@ class KeyedRows:
         self._seeded.clear()
 
     def mask(
-        self, db: sqlite3.Connection, condition: Filter, index: VectorIndex
+        self, db: sqlite3.Connection, condition: Filter, index: VectorIndex, start: int = 0
     ) -> npt.NDArray[np.bool_] | None:
-        """Which of `index`'s rows pass `condition` (a boolean per position), or None when it is
-        not made of equalities on indexed keys."""
+        """Which of `index`'s rows from the position `start` on pass `condition` (a boolean per
+        position), or None when it is not made of equalities on indexed keys."""
         leaves = _leaves(condition)
         if leaves is None:
             return None
@@ -109,7 +109,7 @@ class KeyedRows:
             known = name in unindexed or (name, value) in self._seeded
             if not known and not self._seed(db, name, value):
                 unindexed.add(name)  # (and wanted: each key named is indexed at once)
-        return None if unindexed else self._held.mask(condition, index, _never)
+        return None if unindexed else self._held.mask(condition, index, _never, start)
 
     def _seed(self, db: sqlite3.Connection, name: str, value: str) -> bool:
         """Read the rows whose `name` is `value` from the key's index; False when it has none."""

@@ -150,7 +150,8 @@ class VectorIndex:
         self._scale: Matrix = self._scale_rows
         self._selections: dict[str, Selection] = {}
         """The rows of each filter asked about (by the filter's repr: its values' types
-        included, a filter on True is not one on 1), most recent last, until rows change."""
+        included, a filter on True is not one on 1), most recent last, until a row is removed
+        (rows appended since are looked at when the filter is next asked about)."""
         self._copied = 0  # bytes of vectors the selections hold copies of
         self._codes: Codes | None = None
         self._scans = 0  # scans of many rows, counted until codes are made
@@ -208,8 +209,6 @@ class VectorIndex:
         self._views(end)
 
     def _views(self, end: int) -> None:
-        self._selections.clear()
-        self._copied = 0
         self.changes += 1
         self.keys = self._key_rows[:end]
         self._raw = self._raw_rows[:end]
@@ -253,6 +252,8 @@ class VectorIndex:
             return 0
         first, size = int(gone[0]), len(self.keys)
         self.lineage = next(_LINEAGES)
+        self._selections.clear()  # (positions move)
+        self._copied = 0
         kept = np.ones(size - first, dtype=np.bool_)
         kept[gone - first] = False
         tail = np.flatnonzero(kept) + first  # the kept rows after the first removed one
@@ -297,17 +298,45 @@ class VectorIndex:
         cosines *= self._scale[positions]
         return cosines
 
-    def selection(self, name: str, mask: Callable[[], npt.NDArray[np.bool_]]) -> Selection:
+    def selection(self, name: str, mask: Callable[[int], npt.NDArray[np.bool_]]) -> Selection:
         """The rows the filter named `name` passes: kept from the last time it was asked
-        until rows are added or removed, else `mask()` (a boolean per position; it may leave
-        rows out of this index first, as a store does with rows it cannot read)."""
+        until a row is removed, else `mask(0)`. `mask(start)` is a boolean per position from
+        `start` on, whether the row there passes: asked only for the rows appended since
+        (a turn's two rows, not the 100,000 before them) when the filter was asked before.
+        It may leave rows out of this index first, as a store does with rows it cannot read
+        (a removal: then the filter's rows are found again)."""
         found = self._selections.pop(name, None)
+        if found is not None and len(found.mask) < len(self.keys):
+            lineage, start = self.lineage, len(found.mask)
+            tail = mask(start)
+            if lineage == self.lineage:
+                self._extend(found, start + np.flatnonzero(tail), tail)
+            else:  # rows left while it looked: every position may have moved
+                found = None
         if found is None:
-            found = Selection(mask())
+            found = Selection(mask(0))
             while len(self._selections) >= _SELECTIONS:
                 self._copied -= self._selections.pop(next(iter(self._selections))).held
         self._selections[name] = found  # most recent last
         return found
+
+    def _extend(self, rows: Selection, added: Positions, tail: npt.NDArray[np.bool_]) -> None:
+        """`rows` followed to the rows appended since it was made: `tail` says which of them
+        pass, `added` is their positions; the rows it copied out are copied with them."""
+        held = rows.held
+        rows.grow("mask", tail)
+        rows.everything = rows.everything and len(added) == len(tail)
+        if not len(added):
+            return
+        rows.grow("positions", added)
+        if rows.vectors is not None:
+            rows.grow("vectors", self._raw[added])
+            rows.grow("scale", self._scale[added])
+        if rows.codes is not None:
+            codes = self._coded()
+            rows.grow("codes", codes.rows[added])
+            rows.grow("steps", codes.steps[added])
+        self._copied += rows.held - held
 
     def _scored(
         self, q: Matrix, rows: Selection | None, count: int
@@ -451,9 +480,22 @@ class Selection:
     """The rows of a `VectorIndex` a filter passes: a boolean per position, the positions,
     and (for a filter passing few rows, once searched) their vectors copied out together."""
 
-    __slots__ = ("bits", "codes", "everything", "mask", "positions", "scale", "steps", "vectors")
+    __slots__ = (
+        "_room",
+        "bits",
+        "codes",
+        "everything",
+        "mask",
+        "positions",
+        "scale",
+        "steps",
+        "vectors",
+    )
 
     def __init__(self, mask: npt.NDArray[np.bool_]) -> None:
+        self._room: dict[str, npt.NDArray[Any]] = {}
+        """The buffer each grown array is a view of (its room doubles, so that following
+        one turn's rows copies none of the rows before them)."""
         self.mask = mask
         self.positions: Positions = np.flatnonzero(mask)
         self.everything = len(self.positions) == len(mask)
@@ -465,9 +507,20 @@ class Selection:
         self.bits: tuple[tuple[int, int], Any, Any] | None = None
         """An approximate index's selector of these rows: (whose, bits, selector)."""
 
+    def grow(self, name: str, added: npt.NDArray[Any]) -> None:
+        """Append `added` to the array `name` (one of the slots)."""
+        rows: npt.NDArray[Any] = getattr(self, name)
+        size, end = len(rows), len(rows) + len(added)
+        room = self._room.get(name)
+        if room is None or end > len(room):
+            room = self._room[name] = enlarged(rows, max(end, 2 * size, 64), size)
+        room[size:end] = added
+        setattr(self, name, room[:end])
+
     @property
     def held(self) -> int:
-        """Bytes of copied vectors (or codes) this selection holds."""
+        """Bytes of copied vectors (or codes) this selection holds (not counting their room
+        to grow)."""
         copies = (self.vectors, self.scale, self.codes, self.steps)
         return sum(int(copy.nbytes) for copy in copies if copy is not None)
 
@@ -497,6 +550,9 @@ class MetadataIndex:
         self._arrays: dict[int, tuple[Keys, bool]] = {}
         """Each row list as an array (by the list's id), extended as the list grows, and
         whether it is increasing: a filter's mask then costs no sort of its rows."""
+        self._unordered: set[int] = set()
+        """The row lists (by id) a row was appended to below their last one (any other list
+        increases: the rows added past a position are a tail of it, found by bisection)."""
         self._placed: dict[int, tuple[int, int, Positions]] = {}
         """Where an increasing row list's rows are in a `VectorIndex` (by the list's id): the
         index's lineage and top key then, and the positions, extended by the rows appended
@@ -504,14 +560,20 @@ class MetadataIndex:
 
     def add(self, keys: Sequence[int], metadata: Sequence[Metadata | None]) -> None:
         self._sorted.clear()
+        unordered = self._unordered
         for row, meta in zip(keys, metadata, strict=True):
             if meta is None:
                 continue
+            if self._segmented and self._segmented[-1] >= row:
+                unordered.add(id(self._segmented))
             self._segmented.append(row)
             for name, value in meta.items():
                 kind = _kind(value)
                 if kind is not None:
-                    self._equal.setdefault((name, kind, value), []).append(row)
+                    rows = self._equal.setdefault((name, kind, value), [])
+                    if rows and rows[-1] >= row:
+                        unordered.add(id(rows))
+                    rows.append(row)
         self._known += len(keys)
 
     def __len__(self) -> int:
@@ -528,34 +590,40 @@ class MetadataIndex:
         condition: Filter,
         index: VectorIndex,
         scan: Callable[[Filter], Iterable[int]],
+        start: int = 0,
     ) -> npt.NDArray[np.bool_]:
-        """Which of `index`'s rows pass `condition`: a boolean per position."""
+        """Which of `index`'s rows from the position `start` on pass `condition`: a boolean
+        per position."""
         if isinstance(condition, And):
-            return self.mask(condition.left, index, scan) & self.mask(condition.right, index, scan)
+            left = self.mask(condition.left, index, scan, start)
+            return left & self.mask(condition.right, index, scan, start)
         if isinstance(condition, Or):
-            return self.mask(condition.left, index, scan) | self.mask(condition.right, index, scan)
+            left = self.mask(condition.left, index, scan, start)
+            return left | self.mask(condition.right, index, scan, start)
         if isinstance(condition, Not):
-            return self._rows(self._segmented, index) & ~self.mask(condition.inner, index, scan)
+            inner = self.mask(condition.inner, index, scan, start)
+            return self._rows(self._segmented, index, start) & ~inner
         if isinstance(condition, In):
-            found = np.zeros(len(index), dtype=np.bool_)
+            found = np.zeros(len(index) - start, dtype=np.bool_)
             for value in condition.values:
-                found |= self._rows(self._equal.get(_entry(condition.key, value), ()), index)
+                found |= self._rows(self._equal.get(_entry(condition.key, value), ()), index, start)
             if condition.negated:
-                return self._rows(self._segmented, index) & ~found
+                return self._rows(self._segmented, index, start) & ~found
             return found
         if isinstance(condition, Compare):
-            return self._compare(condition, index)
-        return self._rows(np.fromiter(scan(condition), dtype=np.int64), index)
+            return self._compare(condition, index, start)
+        return self._rows(np.fromiter(scan(condition), dtype=np.int64), index, start)
 
-    def _compare(self, condition: Compare, index: VectorIndex) -> npt.NDArray[np.bool_]:
+    def _compare(self, condition: Compare, index: VectorIndex, start: int) -> npt.NDArray[np.bool_]:
         if condition.op in ("eq", "ne"):
-            equal = self._rows(self._equal.get(_entry(condition.key, condition.value), ()), index)
+            entry = _entry(condition.key, condition.value)
+            equal = self._rows(self._equal.get(entry, ()), index, start)
             if condition.op == "eq":
                 return equal
-            return self._rows(self._segmented, index) & ~equal
+            return self._rows(self._segmented, index, start) & ~equal
         kind = _kind(condition.value)
         if kind not in ("number", "str"):
-            return np.zeros(len(index), dtype=np.bool_)
+            return np.zeros(len(index) - start, dtype=np.bool_)
         values, keys = self._ordered(condition.key, kind)
         low, high = 0, len(values)
         if condition.op == "gt":
@@ -566,7 +634,7 @@ class MetadataIndex:
             high = bisect.bisect_left(values, condition.value)
         else:
             high = bisect.bisect_right(values, condition.value)
-        return self._rows(keys[low:high], index)
+        return self._rows(keys[low:high], index, start)
 
     def _ordered(self, name: str, kind: str) -> tuple[list[Any], Keys]:
         """The values of `name` of one kind in increasing order, and their rows."""
@@ -584,14 +652,21 @@ class MetadataIndex:
             )
         return found
 
-    def _rows(self, keys: Sequence[int] | Keys, index: VectorIndex) -> npt.NDArray[np.bool_]:
-        mask = np.zeros(len(index), dtype=np.bool_)
+    def _rows(
+        self, keys: Sequence[int] | Keys, index: VectorIndex, start: int
+    ) -> npt.NDArray[np.bool_]:
+        """A boolean per position of `index` from `start` on: whether its row is of `keys`."""
+        mask = np.zeros(len(index) - start, dtype=np.bool_)
         if not len(keys):
             return mask
-        if isinstance(keys, list):  # one of this index's own lists (never a temporary)
-            mask[self._positions(keys, index)] = True
-        else:
-            mask[index.positions(keys)] = True
+        if isinstance(keys, list) and start and id(keys) not in self._unordered:
+            # The rows past `start` only (a turn's two): the list's rows above the key there.
+            tail = keys[bisect.bisect_right(keys, int(index.keys[start - 1])) :]
+            mask[index.positions(tail, ordered=True) - start] = True
+            return mask
+        # One of this index's own lists (never a temporary), or an array of keys.
+        found = self._positions(keys, index) if isinstance(keys, list) else index.positions(keys)
+        mask[found[int(np.searchsorted(found, start)) :] - start] = True
         return mask
 
     def _positions(self, rows: list[int], index: VectorIndex) -> Positions:

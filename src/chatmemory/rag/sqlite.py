@@ -494,18 +494,19 @@ class SqliteEmbeddingStore(SingleWrites):
 
     def _selection(self, condition: Filter) -> Selection:
         """The cache's rows `condition` passes (kept by the cache until its rows change)."""
-        return self._cache.selection(repr(condition), lambda: self._mask(condition))
+        return self._cache.selection(repr(condition), lambda start: self._mask(condition, start))
 
-    def _mask(self, condition: Filter) -> npt.NDArray[np.bool_]:
-        """A boolean per cached row: whether it passes `condition`. Equalities on keys SQLite
-        indexes are looked up there until the full metadata index is built (see
-        _sqlite_keys); else that index, built first (reading it may leave rows out of the
-        cache)."""
+    def _mask(self, condition: Filter, start: int) -> npt.NDArray[np.bool_]:
+        """A boolean per cached row from the position `start` on: whether it passes
+        `condition`. Equalities on keys SQLite indexes are looked up there until the full
+        metadata index is built (see _sqlite_keys); else that index, built first (reading it
+        may leave rows out of the cache)."""
         if self._metadata is None:
-            found = self._keyed.mask(self._db, condition, self._cache)
+            found = self._keyed.mask(self._db, condition, self._cache, start)
             if found is not None:
                 return found
-        return self._metadata_index().mask(condition, self._cache, self._scan)
+        metadata = self._metadata_index()
+        return metadata.mask(condition, self._cache, self._scan, start)
 
     def _metadata_index(self) -> MetadataIndex:
         """The index of every cached row's metadata, read once from the table (rows whose

@@ -4,6 +4,7 @@ sync caller and once for asyncio: each method a few lines, the logic is in the f
 from __future__ import annotations
 
 import inspect
+import weakref
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -101,6 +102,18 @@ class _Reading:
 
     @staticmethod
     def of(history: Any) -> _Reading:
+        """The reading of `history` (kept per class when `history` is a method of its class:
+        a signature costs more than a store's read of a few messages)."""
+        method = getattr(type(history), "history", None)
+        if not inspect.isfunction(method) or "history" in getattr(history, "__dict__", ()):
+            return _Reading.made(history)
+        found = _READINGS.get(method)
+        if found is None:
+            found = _READINGS[method] = _Reading.made(history)
+        return found
+
+    @staticmethod
+    def made(history: Any) -> _Reading:
         try:
             names = inspect.signature(history.history).parameters
         except (AttributeError, TypeError, ValueError):
@@ -121,6 +134,10 @@ class _Reading:
             return entries
         wanted = set(seqs)
         return [entry for entry in entries if entry.seq in wanted]
+
+
+_READINGS: weakref.WeakKeyDictionary[Callable[..., Any], _Reading] = weakref.WeakKeyDictionary()
+"""The reading of each class's `history` method."""
 
 
 class SyncIo:
