@@ -20,6 +20,7 @@ from chatmemory.rag import (
     EmbeddingSearchRequest,
     Filter,
     HashingEmbeddingModel,
+    Hnsw,
     InMemoryEmbeddingStore,
     SqliteEmbeddingStore,
     TextSegment,
@@ -619,3 +620,39 @@ def test_filters_asked_before_follow_each_row_appended_after_them(
     store.remove_all(["0", "3"])
     held[0] = held[3] = (held[0][0], None)
     check(store, vectors[9])
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_sqlite_an_open_store_sees_rows_another_program_updated_in_place(
+    tmp_path: Path, graph: bool
+) -> None:
+    """A row whose vector, text or metadata another program changed in place (an UPDATE, not
+    a removal and an insert) is searched, filtered and read as it is now by a store that was
+    open before: its cache, its metadata index and its graph are read again."""
+    rng = np.random.default_rng(5)
+    vectors = rng.normal(size=(600, 16)).astype(np.float32)
+    path = tmp_path / "updated.db"
+    store = SqliteEmbeddingStore(path, approximate=Hnsw(min_rows=500) if graph else None)
+    segments = [TextSegment(f"row {n}", {"user": "ann"}) for n in range(600)]
+    store.add_all(vectors, segments, ids=[str(n) for n in range(600)])
+    target = rng.normal(size=16).astype(np.float32)
+    ann = key("user").eq("ann")
+
+    def nearest(**given: Any) -> list[str]:
+        request = EmbeddingSearchRequest(query_embedding=Embedding(target), max_results=1, **given)
+        return [m.embedding_id for m in store.search(request).matches]
+
+    before = nearest()
+    assert before != ["5"]
+    assert nearest(filter=ann) == before
+    with sqlite3.connect(path) as other:
+        other.execute(
+            "UPDATE embeddings SET vector = ?, text = 'moved', metadata = ? WHERE id = '5'",
+            (target.tobytes(), json.dumps({"user": "bob"})),
+        )
+    assert nearest() == ["5"]
+    assert nearest(filter=key("user").eq("bob")) == ["5"]
+    assert nearest(filter=ann) == before
+    found = store.search(EmbeddingSearchRequest(query_embedding=Embedding(target), max_results=1))
+    assert found.matches[0].embedded == TextSegment("moved", {"user": "bob"})
+    store.close()

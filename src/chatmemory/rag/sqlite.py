@@ -161,8 +161,6 @@ class SqliteEmbeddingStore(SingleWrites):
         self.table = table
         self.approximate = check_hnsw(approximate)
         self._graph: Graph | None = None
-        self._updates: tuple[int, int] | None = None  # (data_version, the table's count
-        # of in-place updates then): what a graph must have been built at
         self._owned = not isinstance(path, sqlite3.Connection)
         self.path = "<connection>" if isinstance(path, sqlite3.Connection) else str(path)
         try:
@@ -424,19 +422,12 @@ class SqliteEmbeddingStore(SingleWrites):
 
     def _graph_now(self) -> Graph | None:
         """The approximate index to search with (see `Hnsw`): the one kept while no program
-        updated a row of the table in place (the state table counts such updates)."""
+        updated a row of the table in place (the state table counts such updates; the count
+        the cache was last brought up to, read with its other counts, no statement more)."""
         if self.approximate is None or len(self._cache) < self.approximate.min_rows:
             return None
-        version, known = self._version, self._updates
-        if not self._owned or version is None or known is None or known[0] != version:
-            # On its own connection, only another's commit (a new data_version) can count an
-            # update: this store never updates a row in place.
-            (stamp,) = self._db.execute(
-                f"SELECT coalesce(max(value), 0) FROM {self.table}_state WHERE name = 'updates'"
-            ).fetchone()
-            known = self._updates = (-1 if version is None else version, int(stamp))
         self._graph = Graph.kept(
-            self.approximate, self._cache, self._graph, known[1], self._graph_path
+            self.approximate, self._cache, self._graph, self._shape[2], self._graph_path
         )
         return self._graph
 
@@ -693,8 +684,9 @@ class SqliteEmbeddingStore(SingleWrites):
 
     def _refresh(self, *, wrote: bool = False) -> None:
         """Bring the cache up to the table. Unchanged (no commit by another connection, none
-        by this one) costs one PRAGMA; when rows were only added (the table's count of removed
-        rows is the same), only they are read."""
+        by this one) costs one PRAGMA; when rows were only added (the table's counts of removed
+        rows and of rows updated in place are the same), only they are read; else the cache
+        is read again."""
         version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
         if version == self._version and not wrote and self._owned:
             return
@@ -708,7 +700,12 @@ class SqliteEmbeddingStore(SingleWrites):
             # tell.
             self._version = version
             return
-        if self._version is not None and shape[0] == known_deletes and shape[1] >= known_top:
+        if (
+            self._version is not None
+            and shape[0] == known_deletes
+            and shape[2] == known_updates
+            and shape[1] >= known_top
+        ):
             self._load(self._rows(f"WHERE rowid > {int(known_top)}"))  # rows only added
             if shape[1] > known_top and not wrote:  # by another connection, with its chunks
                 self._chunks.follow(self._db, self._cache)
