@@ -626,33 +626,59 @@ def test_filters_asked_before_follow_each_row_appended_after_them(
 def test_sqlite_an_open_store_sees_rows_another_program_updated_in_place(
     tmp_path: Path, graph: bool
 ) -> None:
-    """A row whose vector, text or metadata another program changed in place (an UPDATE, not
-    a removal and an insert) is searched, filtered and read as it is now by a store that was
-    open before: its cache, its metadata index and its graph are read again."""
+    """A row whose vector, text or metadata another program changed in place (an UPDATE), or
+    replaced (INSERT OR REPLACE, which SQLite runs without the delete triggers), is searched,
+    filtered, read and found by its words as it is now by a store that was open before: its
+    cache, its metadata index, its graph and the full-text index follow."""
     rng = np.random.default_rng(5)
     vectors = rng.normal(size=(600, 16)).astype(np.float32)
     path = tmp_path / "updated.db"
     store = SqliteEmbeddingStore(path, approximate=Hnsw(min_rows=500) if graph else None)
-    segments = [TextSegment(f"row {n}", {"user": "ann"}) for n in range(600)]
+    segments = [TextSegment(f"word{n}", {"user": "ann"}) for n in range(600)]
     store.add_all(vectors, segments, ids=[str(n) for n in range(600)])
-    target = rng.normal(size=16).astype(np.float32)
     ann = key("user").eq("ann")
 
-    def nearest(**given: Any) -> list[str]:
-        request = EmbeddingSearchRequest(query_embedding=Embedding(target), max_results=1, **given)
+    def nearest(query: np.ndarray, **given: Any) -> list[str]:
+        request = EmbeddingSearchRequest(query_embedding=Embedding(query), max_results=1, **given)
         return [m.embedding_id for m in store.search(request).matches]
 
-    before = nearest()
+    def words(text: str) -> list[str]:
+        return [m.embedding_id for m in store.search_text(text, max_results=3)]
+
+    moved, replaced = rng.normal(size=(2, 16)).astype(np.float32)
+    before = nearest(moved)
     assert before != ["5"]
-    assert nearest(filter=ann) == before
+    assert nearest(moved, filter=ann) == before
+    assert nearest(vectors[7]) == ["7"]
+    assert words("word5") == ["5"]
     with sqlite3.connect(path) as other:
         other.execute(
             "UPDATE embeddings SET vector = ?, text = 'moved', metadata = ? WHERE id = '5'",
-            (target.tobytes(), json.dumps({"user": "bob"})),
+            (moved.tobytes(), json.dumps({"user": "bob"})),
         )
-    assert nearest() == ["5"]
-    assert nearest(filter=key("user").eq("bob")) == ["5"]
-    assert nearest(filter=ann) == before
-    found = store.search(EmbeddingSearchRequest(query_embedding=Embedding(target), max_results=1))
+    assert nearest(moved) == ["5"]
+    assert nearest(moved, filter=key("user").eq("bob")) == ["5"]
+    assert nearest(moved, filter=ann) == before
+    found = store.search(EmbeddingSearchRequest(query_embedding=Embedding(moved), max_results=1))
     assert found.matches[0].embedded == TextSegment("moved", {"user": "bob"})
+    assert words("moved") == ["5"]
+    assert words("word5") == []
+    with sqlite3.connect(path) as other:
+        other.execute(
+            "INSERT OR REPLACE INTO embeddings (id, vector, text, metadata) VALUES (?, ?, ?, ?)",
+            ("7", replaced.tobytes(), "replaced", json.dumps({"user": "cy"})),
+        )
+    assert nearest(replaced) == ["7"]
+    assert nearest(vectors[7]) != ["7"]
+    assert "7" not in store.select(ann)
+    assert store.select(key("user").eq("cy")) == {"7": TextSegment("replaced", {"user": "cy"})}
+    assert words("replaced") == ["7"]
+    assert words("word7") == []
+    assert store.count() == 600
+    store.close()
+    store = SqliteEmbeddingStore(path, approximate=Hnsw(min_rows=500) if graph else None)
+    assert nearest(replaced) == ["7"]  # a new process: the vectors it maps are not the old ones
+    assert nearest(vectors[7]) != ["7"]
+    assert nearest(moved) == ["5"]
+    assert len(store.select(ann)) == 598
     store.close()

@@ -243,6 +243,28 @@ class SqliteEmbeddingStore(SingleWrites):
             BEGIN
                 INSERT INTO {t}_fts({t}_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
             END""",
+            # Another program's UPDATE of a row's text: the words indexed follow (a 'delete'
+            # must give the words indexed, or it damages the index).
+            f"""CREATE TRIGGER IF NOT EXISTS {t}_au_text AFTER UPDATE OF text ON {t}
+            BEGIN
+                INSERT INTO {t}_fts({t}_fts, rowid, text)
+                    SELECT 'delete', old.rowid, old.text WHERE old.text IS NOT NULL;
+                INSERT INTO {t}_fts(rowid, text)
+                    SELECT new.rowid, new.text WHERE new.text IS NOT NULL;
+            END""",
+            # Another program's INSERT OR REPLACE of an id held removes the row without firing
+            # the delete triggers (SQLite fires them for REPLACE only with recursive triggers):
+            # counted as a removal here, so that an open store reads its rows again rather than
+            # take the new row for one only added. (An INSERT OR IGNORE of an id held counts
+            # too: an open store then reads its rows again for nothing.) This store's bulk
+            # writes remove the ids they replace first, and skip the look-up.
+            f"""CREATE TRIGGER IF NOT EXISTS {t}_replaced BEFORE INSERT ON {t}
+                WHEN NOT EXISTS (SELECT 1 FROM {t}_state WHERE name = '{_BULK}')
+                AND EXISTS (SELECT 1 FROM {t} WHERE id = new.id)
+            BEGIN
+                INSERT INTO {t}_state (name, value) VALUES ('deletes', 1)
+                ON CONFLICT (name) DO UPDATE SET value = value + 1;
+            END""",
         ):
             self._db.execute(statement)
         # Rows removed, counted (by any program), so that a refresh tells "only added" from
