@@ -4,6 +4,7 @@ memory, for SQLite."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sqlite3
@@ -681,4 +682,26 @@ def test_sqlite_an_open_store_sees_rows_another_program_updated_in_place(
     assert nearest(vectors[7]) != ["7"]
     assert nearest(moved) == ["5"]
     assert len(store.select(ann)) == 598
+    store.close()
+
+
+def test_sqlite_an_open_store_sees_a_row_another_program_inserted_below_the_top(
+    tmp_path: Path,
+) -> None:
+    """A row inserted with a rowid below the table's top one (in the gap a removed row left)
+    is not "added above" what an open store holds: it is found all the same."""
+    path = tmp_path / "gap.db"
+    store = SqliteEmbeddingStore(path)
+    store.add_all(np.eye(4), [TextSegment(f"t{n}", {"n": n}) for n in range(4)], ids=list("abcd"))
+    store.remove("b")
+    assert store.select(key("n").gte(0)).keys() == {"a", "c", "d"}
+    with contextlib.closing(sqlite3.connect(path)) as other, other:
+        (gap,) = other.execute("SELECT max(rowid) - 2 FROM embeddings").fetchone()  # b's
+        other.execute(
+            "INSERT INTO embeddings (rowid, id, vector, text, metadata) VALUES (?, ?, ?, ?, ?)",
+            (gap, "x", np.eye(4, dtype=np.float32)[1].tobytes(), "gap", json.dumps({"n": 9})),
+        )
+    assert _nearest(store, Embedding((0.0, 1.0, 0.0, 0.0)))[0] == "x"
+    assert store.select(key("n").gte(0)).keys() == {"a", "c", "d", "x"}
+    assert [m.embedding_id for m in store.search_text("gap")] == ["x"]
     store.close()

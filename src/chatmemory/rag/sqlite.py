@@ -265,6 +265,15 @@ class SqliteEmbeddingStore(SingleWrites):
                 INSERT INTO {t}_state (name, value) VALUES ('deletes', 1)
                 ON CONFLICT (name) DO UPDATE SET value = value + 1;
             END""",
+            # A row another program inserted with a rowid below the top one (in the gap a
+            # removed row left) is not above what an open store holds: counted the same way.
+            f"""CREATE TRIGGER IF NOT EXISTS {t}_below AFTER INSERT ON {t}
+                WHEN NOT EXISTS (SELECT 1 FROM {t}_state WHERE name = '{_BULK}')
+                AND new.rowid < (SELECT max(rowid) FROM {t})
+            BEGIN
+                INSERT INTO {t}_state (name, value) VALUES ('deletes', 1)
+                ON CONFLICT (name) DO UPDATE SET value = value + 1;
+            END""",
         ):
             self._db.execute(statement)
         # Rows removed, counted (by any program), so that a refresh tells "only added" from
