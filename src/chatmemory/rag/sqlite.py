@@ -15,9 +15,11 @@ returns. A filter of equalities to str values (a recall's ``memory_id == ...``) 
 named before is looked up in SQLite indexes of those keys' values (made at the store's next write,
 see `_sqlite_keys`); any other filter reads every row's metadata once, into an index of its
 values.
-The chunks are a copy the table can always overrule: a trigger counts updates made to the
-table by any program, and the row count and top rowid tell rows added or removed by another
-program; then the table is read as before, and the chunks are written again at the next write.
+The chunks are a copy the table can always overrule: triggers count, for any program, the rows
+updated in place and the rows removed (a removal, an INSERT OR REPLACE of an id held, an insert
+below the top rowid), so that those counts and the top rowid tell "rows only added" from any
+other change; then the table is read as before, and the chunks are written again at the next
+write. The full-text index follows another program's inserts, removals and text updates.
 Text is indexed by SQLite's built-in FTS5 (BM25), so full-text and hybrid retrieval need
 nothing more. Only the standard library's `sqlite3` (no extension such as sqlite-vec, which
 many Python builds cannot load) and numpy.
