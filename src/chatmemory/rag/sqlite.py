@@ -517,7 +517,8 @@ class SqliteEmbeddingStore(SingleWrites):
         self._damaged[row_id] = why
 
     def _selection(self, condition: Filter) -> Selection:
-        """The cache's rows `condition` passes (kept by the cache until its rows change)."""
+        """The cache's rows `condition` passes (kept by the cache until a row is removed; the
+        rows appended since are looked at alone)."""
         return self._cache.selection(repr(condition), lambda start: self._mask(condition, start))
 
     def _mask(self, condition: Filter, start: int) -> npt.NDArray[np.bool_]:
