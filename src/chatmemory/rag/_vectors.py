@@ -547,12 +547,12 @@ class MetadataIndex:
         self._sorted: dict[tuple[str, str], tuple[list[Any], Keys]] = {}
         self._segmented: list[int] = []  # rows that have a segment (and so metadata)
         self._known = 0
-        self._arrays: dict[int, tuple[Keys, bool]] = {}
-        """Each row list as an array (by the list's id), extended as the list grows, and
-        whether it is increasing: a filter's mask then costs no sort of its rows."""
+        self._arrays: dict[int, Keys] = {}
+        """Each row list as an array (by the list's id), extended as the list grows."""
         self._unordered: set[int] = set()
-        """The row lists (by id) a row was appended to below their last one (any other list
-        increases: the rows added past a position are a tail of it, found by bisection)."""
+        """The row lists (by id) a row was appended to below their last one. Any other list
+        increases: a filter's mask then costs no sort of its rows, and the rows added past a
+        position are a tail of it, found by bisection."""
         self._placed: dict[int, tuple[int, int, Positions]] = {}
         """Where an increasing row list's rows are in a `VectorIndex` (by the list's id): the
         index's lineage and top key then, and the positions, extended by the rows appended
@@ -584,6 +584,7 @@ class MetadataIndex:
         (a store's SQL index); rows added later are indexed by `add` as usual. An index only
         ever seeded answers for the entries seeded only."""
         self._equal[_entry(name, value)] = rows
+        self._unordered.discard(id(rows))
 
     def mask(
         self,
@@ -671,8 +672,8 @@ class MetadataIndex:
 
     def _positions(self, rows: list[int], index: VectorIndex) -> Positions:
         """The positions in `index` of the rows of `rows` it holds."""
-        array, increasing = self._array(rows)
-        if not increasing:
+        array = self._array(rows)
+        if id(rows) in self._unordered:
             return index.positions(array)
         kept = self._placed.get(id(rows))
         if kept is not None and kept[0] == index.lineage:
@@ -686,21 +687,15 @@ class MetadataIndex:
         self._placed[id(rows)] = (index.lineage, top, found)
         return found
 
-    def _array(self, rows: list[int]) -> tuple[Keys, bool]:
-        """`rows` (a list this index appends to) as an array, and whether it increases."""
+    def _array(self, rows: list[int]) -> Keys:
+        """`rows` (a list this index appends to) as an array, extended as the list grows."""
         kept = self._arrays.get(id(rows))
-        if kept is not None and len(kept[0]) == len(rows):
+        if kept is not None and len(kept) == len(rows):
             return kept
-        start = len(kept[0]) if kept is not None else 0
-        tail = np.asarray(rows[start:], dtype=np.int64)
-        if kept is None:
-            array, increasing = tail, bool(np.all(tail[1:] > tail[:-1]))
-        else:
-            array = np.concatenate((kept[0], tail))
-            joined = not len(kept[0]) or not len(tail) or bool(tail[0] > kept[0][-1])
-            increasing = kept[1] and joined and bool(np.all(tail[1:] > tail[:-1]))
-        self._arrays[id(rows)] = (array, increasing)
-        return array, increasing
+        tail = np.asarray(rows[len(kept) if kept is not None else 0 :], dtype=np.int64)
+        array = tail if kept is None else np.concatenate((kept, tail))
+        self._arrays[id(rows)] = array
+        return array
 
 
 def _entry(name: str, value: Any) -> tuple[str, str, Any]:

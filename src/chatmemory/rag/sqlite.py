@@ -232,12 +232,20 @@ class SqliteEmbeddingStore(SingleWrites):
         ).fetchone()
         if made and _BULK not in made:  # a file of an earlier version: one insert at a time
             self._db.execute(f"DROP TRIGGER {t}_ai")
+        # Outside this store's bulk write (its flag, which no other connection sees).
+        alone = f"NOT EXISTS (SELECT 1 FROM {t}_state WHERE name = '{_BULK}')"
+        # Rows removed, counted (by any program), so that a refresh tells "only added" from
+        # any other change by a counter and the top rowid, without counting the table's rows.
+        removed = (
+            f"INSERT INTO {t}_state (name, value) VALUES ('deletes', 1) "
+            "ON CONFLICT (name) DO UPDATE SET value = value + 1;"
+        )
         for statement in (
             # Text is indexed row by row, unless a bulk write (this store's add_all of many
             # rows) flagged its transaction: it then indexes its texts together, several times
-            # faster. No other connection sees the flag, so every other insert is indexed.
+            # faster. Every other insert is indexed.
             f"""CREATE TRIGGER IF NOT EXISTS {t}_ai AFTER INSERT ON {t} WHEN new.text IS NOT NULL
-                AND NOT EXISTS (SELECT 1 FROM {t}_state WHERE name = '{_BULK}')
+                AND {alone}
             BEGIN
                 INSERT INTO {t}_fts(rowid, text) VALUES (new.rowid, new.text);
             END""",
@@ -254,6 +262,7 @@ class SqliteEmbeddingStore(SingleWrites):
                 INSERT INTO {t}_fts(rowid, text)
                     SELECT new.rowid, new.text WHERE new.text IS NOT NULL;
             END""",
+            f"CREATE TRIGGER IF NOT EXISTS {t}_deletes AFTER DELETE ON {t} BEGIN {removed} END",
             # Another program's INSERT OR REPLACE of an id held removes the row without firing
             # the delete triggers (SQLite fires them for REPLACE only with recursive triggers):
             # counted as a removal here, so that an open store reads its rows again rather than
@@ -261,32 +270,15 @@ class SqliteEmbeddingStore(SingleWrites):
             # too: an open store then reads its rows again for nothing.) This store's bulk
             # writes remove the ids they replace first, and skip the look-up.
             f"""CREATE TRIGGER IF NOT EXISTS {t}_replaced BEFORE INSERT ON {t}
-                WHEN NOT EXISTS (SELECT 1 FROM {t}_state WHERE name = '{_BULK}')
-                AND EXISTS (SELECT 1 FROM {t} WHERE id = new.id)
-            BEGIN
-                INSERT INTO {t}_state (name, value) VALUES ('deletes', 1)
-                ON CONFLICT (name) DO UPDATE SET value = value + 1;
-            END""",
+                WHEN {alone} AND EXISTS (SELECT 1 FROM {t} WHERE id = new.id)
+            BEGIN {removed} END""",
             # A row another program inserted with a rowid below the top one (in the gap a
             # removed row left) is not above what an open store holds: counted the same way.
             f"""CREATE TRIGGER IF NOT EXISTS {t}_below AFTER INSERT ON {t}
-                WHEN NOT EXISTS (SELECT 1 FROM {t}_state WHERE name = '{_BULK}')
-                AND new.rowid < (SELECT max(rowid) FROM {t})
-            BEGIN
-                INSERT INTO {t}_state (name, value) VALUES ('deletes', 1)
-                ON CONFLICT (name) DO UPDATE SET value = value + 1;
-            END""",
+                WHEN {alone} AND new.rowid < (SELECT max(rowid) FROM {t})
+            BEGIN {removed} END""",
         ):
             self._db.execute(statement)
-        # Rows removed, counted (by any program), so that a refresh tells "only added" from
-        # "some removed" by a counter and the top rowid, without counting the table's rows.
-        self._db.execute(
-            f"""CREATE TRIGGER IF NOT EXISTS {t}_deletes AFTER DELETE ON {t}
-            BEGIN
-                INSERT INTO {t}_state (name, value) VALUES ('deletes', 1)
-                ON CONFLICT (name) DO UPDATE SET value = value + 1;
-            END"""
-        )
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
