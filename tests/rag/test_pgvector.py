@@ -166,7 +166,7 @@ def test_approximate_filters_ask_the_index_and_fall_back_to_exact(dsn: str) -> N
     with loaded(dsn, vectors, segments, approximate=True) as (store, ids):
         bob, ann = key("user").eq("bob"), key("user").eq("ann")
         query = Embedding((1.0, 0.1, 0.1, 0.0))
-        plan_text = explain(store, *store._sql.nearest_indexed(query.array, bob, 10))
+        plan_text = explain(store, *store._sql.nearest_indexed(query.array, bob, 10, 40))
         assert f"Index Scan using {store.table}_hnsw" in plan_text
         assert "Bitmap" not in plan_text
         assert "Seq Scan" not in plan_text
@@ -190,6 +190,73 @@ def test_approximate_filters_ask_the_index_and_fall_back_to_exact(dsn: str) -> N
         cut = (scores[4] + scores[5]) / 2
         assert found(bob, 10, min_score=cut) == unfiltered[:5]
         assert found(bob, 3) == unfiltered[:3]
+
+
+def test_a_search_for_more_rows_than_ef_search_returns_them_all(dsn: str) -> None:
+    """pgvector returns no more rows than its HNSW scan keeps (`hnsw.ef_search`): a search for
+    more raises it for that search, on every connection of the pool (unfiltered, and with
+    `approximate_filters`), and a smaller search after it is answered as before."""
+    rng = np.random.default_rng(5)
+    vectors = rng.normal(size=(300, 4)).astype(np.float32)
+    segments = [TextSegment(f"row {n}", {"user": "bob"}) for n in range(300)]
+    for approximate in (False, True):
+        with loaded(dsn, vectors, segments, approximate=approximate) as (store, ids):
+            query = Embedding(tuple(vectors[0].tolist()))
+            for top, filter in ((120, None), (120, key("user").eq("bob")), (5, None)):
+                request = EmbeddingSearchRequest(
+                    query_embedding=query, max_results=top, filter=filter
+                )
+                found = [m.embedding_id for m in store.search(request).matches]
+                assert len(set(found)) == top, (approximate, top, filter)
+                assert found[0] == ids[0]
+                cosines = vectors @ vectors[0] / np.linalg.norm(vectors, axis=1)
+                cosines /= np.linalg.norm(vectors[0])
+                best = {ids[n] for n in np.argsort(-cosines)[:top]}
+                assert len(best & set(found)) >= 0.9 * top  # approximate: nearly the best
+
+
+def test_a_hybrid_search_ranks_on_two_connections_as_on_one(dsn: str) -> None:
+    """A hybrid request's two rankings are computed at once on two connections of the pool;
+    fused, they are what the vector search and the full-text search give one after the other
+    (as every store fuses them, `fused_search`), with or without a filter, on a pool of one
+    connection too (then one after the other)."""
+    from chatmemory.rag._hybrid import fused_search
+
+    rng = np.random.default_rng(9)
+    words = ["tea", "bike", "code", "dentist", "passport", "flight", "garden", "piano"]
+    table = f"hyb_{uuid.uuid4().hex[:12]}"
+    texts = [f"{words[n % 8]} {words[(n * 3) % 8]} note {n}" for n in range(400)]
+    vectors = rng.normal(size=(400, DIMENSION)).astype(np.float32)
+    segments = [TextSegment(t, {"user": f"u{n % 2}"}) for n, t in enumerate(texts)]
+    for size in (4, 1):
+        with PgVectorEmbeddingStore(
+            dsn,
+            dimension=DIMENSION,
+            table=table,
+            min_size=min(size, 2),
+            max_size=size,
+            approximate_filters=size == 1,
+        ) as store:
+            if size == 4:
+                store.add_all(vectors, segments)
+            for filter in (None, key("user").eq("u1")):
+                request = EmbeddingSearchRequest(
+                    query_embedding=Embedding(tuple(vectors[7].tolist())),
+                    max_results=12,
+                    filter=filter,
+                    query="piano code 17",
+                )
+                ours = [(m.embedding_id, m.score) for m in store.search(request).matches]
+                one_by_one = [
+                    (m.embedding_id, m.score) for m in fused_search(store, request).matches
+                ]
+                assert ours == one_by_one
+                assert len(ours) == 12
+                if filter is not None:
+                    kept = [m.embedded for m in store.search(request).matches]
+                    assert all(s is not None and s.metadata["user"] == "u1" for s in kept)
+            if size == 1:
+                store.remove_all()
 
 
 def test_full_text_ranks_by_the_rare_words_of_a_query(dsn: str) -> None:

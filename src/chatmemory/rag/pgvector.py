@@ -9,15 +9,18 @@ Metadata filters become SQL with bound parameters and mean what they mean on eve
 `select`, `remove_all(filter)` and a filtered search find one user's rows without reading the
 table. A table made before that index gains it when a store opens it with `create=True`.
 
-Search without a filter is approximate, as HNSW is: `ef_search` (default 100) is how many
-candidates the index keeps per search; raise it for recall. Search with a filter is exact: the
-distance of every row that passes is computed and the nearest are kept (the index would filter
-its nearest candidates afterwards and lose the rows that pass behind nearer ones), so its cost
-grows with the rows that pass: a filter on one user's rows is cheap, one that passes most of
-a large table costs a scan of it (in parallel when the server allows; only ids and distances
-are sorted). With `approximate_filters=True` a filtered search asks the HNSW index first (see
-the class). `min_score` only drops the tail of the nearest rows. The relevance score is
-LangChain4j's, ``(cosine + 1) / 2``.
+Search without a filter is approximate, as HNSW is: `ef_search` (default 40, pgvector's own) is
+how many candidates the index keeps per search; raise it for recall. A search for more rows
+than that keeps as many candidates as it asks for (pgvector returns no more rows than it
+keeps), set on the connection in the same round trip as the search. Search with a filter is
+exact: the distance of every row that passes is computed and the nearest are kept (the index
+would filter its nearest candidates afterwards and lose the rows that pass behind nearer ones),
+so its cost grows with the rows that pass: a filter on one user's rows is cheap, one that passes
+most of a large table costs a scan of it (in parallel when the server allows; only ids and
+distances are sorted). With `approximate_filters=True` a filtered search asks the HNSW index
+first (see the class). A hybrid request (with its query text) has the server compute both
+rankings at once, on two connections of the pool. `min_score` only drops the tail of the
+nearest rows. The relevance score is LangChain4j's, ``(cosine + 1) / 2``.
 
 Full-text search ranks (`ts_rank_cd`) the rows holding any of the query's rarest words, up to
 2,000 rows in all (see `_selective`): a word found in most rows would cost a read of each of
@@ -30,8 +33,10 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -53,7 +58,7 @@ from ._embeddings import (
     removal,
 )
 from ._filters import Filter
-from ._hybrid import fused_search
+from ._hybrid import DEPTH, fuse
 from ._selective import ROWS, selective
 from ._values import TextSegment
 from ._vectors import as_matrix
@@ -69,6 +74,8 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,40}")
 _CONFIG = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+_SPARE_WAIT = 0.001
+"""Seconds a hybrid search waits for a second connection (see `_spare`)."""
 _COPY_FROM = 64
 """From this many rows, `add_all` sends them with COPY (below, one statement of the rows as
 arrays costs less than the staging table)."""
@@ -127,7 +134,7 @@ class PgVectorEmbeddingStore(SingleWrites):
         table: str = "chatmemory_embeddings",
         text_search_config: str = "english",
         create: bool = True,
-        ef_search: int = 100,
+        ef_search: int = 40,
         rebuild_index_from: int = 10_000,
         min_size: int = 1,
         max_size: int = 4,
@@ -169,15 +176,19 @@ class PgVectorEmbeddingStore(SingleWrites):
         self.table = table
         self._numpy = numpy
         self._psycopg = psycopg
-        self._sql = _Statements(psycopg.sql, parts, text_search_config, dimension, ef_search)
+        self._sql = _Statements(psycopg.sql, parts, text_search_config, dimension)
         self._config = text_search_config
         self._word_rows: dict[str, tuple[int, int]] = {}  # see _selective
+        self._ef_search = ef_search
+        self._efs: weakref.WeakKeyDictionary[Connection[Any], int] = weakref.WeakKeyDictionary()
+        """`hnsw.ef_search` as each pooled connection has it (see `_candidates`)."""
 
         def configure(conn: Connection[Any]) -> None:
             if create:  # the type must exist before the adapter can register it
                 conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
             register_vector(conn)
             conn.execute(f"SET hnsw.ef_search = {int(ef_search)}")
+            self._efs[conn] = ef_search
 
         self._pool: ConnectionPool[Any] = psycopg_pool.ConnectionPool(
             dsn,
@@ -316,37 +327,100 @@ class PgVectorEmbeddingStore(SingleWrites):
         index finds `max_results` rows that pass: see the class)."""
         if not isinstance(request, EmbeddingSearchRequest):
             raise ConfigurationError(f"search() takes an EmbeddingSearchRequest, got {request!r}")
-        if request.query is not None:  # hybrid: see _hybrid
-            return fused_search(self, request)
         self._check_embedding(request.query_embedding)
+        if request.query is not None:  # hybrid: see _hybrid and `_hybrid` below
+            return self._hybrid(request)
+        with self._errors("search"), self._pool.connection() as conn:
+            with conn.pipeline():
+                nearest = self._nearest(conn, request)
+            rows = nearest()
+        return EmbeddingSearchResult(self._by_distance(rows, request.min_score))
+
+    def _hybrid(self, request: EmbeddingSearchRequest) -> EmbeddingSearchResult:
+        """Both rankings, fused (see `_hybrid.fused_search`), the server computing them at
+        once: the vector query is sent on one connection (a pipeline, not waited for), the
+        full-text search runs on a second one meanwhile, then the vectors' rows are read. On
+        a pool with no second connection free, one after the other on the first."""
+        assert request.query is not None
+        depth = max(DEPTH, request.max_results)
+        vectors = replace(request, query=None, max_results=depth)
+        with self._errors("search"), self._pool.connection() as conn:
+            with conn.pipeline():
+                nearest = self._nearest(conn, vectors)
+                with self._spare() as other:
+                    texts = (
+                        None
+                        if other is None
+                        else self._words(other, request.query, depth, request.filter)
+                    )
+            rows = nearest()
+            if texts is None:
+                texts = self._words(conn, request.query, depth, request.filter)
+        matches = self._by_distance(rows, request.min_score)
+        return EmbeddingSearchResult(tuple(fuse([matches, texts])[: request.max_results]))
+
+    @contextmanager
+    def _spare(self) -> Iterator[Connection[Any] | None]:
+        """A second connection of the pool when one is free at once (or could be opened);
+        None when every other one is in use (a thread waiting for it while holding one could
+        wait for ever)."""
+        try:
+            conn = self._pool.getconn(timeout=_SPARE_WAIT)
+        except _pool_errors():
+            yield None
+            return
+        try:
+            yield conn
+        finally:
+            self._pool.putconn(conn)
+
+    def _nearest(
+        self, conn: Connection[Any], request: EmbeddingSearchRequest
+    ) -> Callable[[], list[Any]]:
+        """Send the search for the `max_results` rows nearest `request`'s embedding (among
+        those passing its filter) on `conn`, in a pipeline; the function returned reads them
+        (after the pipeline ends). `approximate_filters`: the HNSW index's nearest candidates
+        that pass the filter, the nearest `max_results` of them; when fewer came back (a
+        selective filter: rows that pass may be behind nearer ones that do not), the exact
+        query runs then, on the same connection."""
         query = self._numpy.asarray(request.query_embedding.array, dtype=self._numpy.float32)
         condition, top = request.filter, request.max_results
-        with self._errors("search"), self._pool.connection() as conn:
-            rows = None
-            if condition is not None and self._approximate_filters:
-                rows = self._indexed(conn, query, condition, top)
-            if rows is None:
+        indexed = condition is not None and self._approximate_filters
+        candidates = max(self._ef_search, top) if condition is None or indexed else None
+        if candidates is not None and self._efs.get(conn) != candidates:
+            # pgvector returns no more rows than its scans keep (`hnsw.ef_search`): raised for
+            # a search asking for more, in the same round trip
+            self._efs.pop(conn, None)  # (known again once the search ran)
+            conn.execute(self._sql.set_ef(candidates))
+        if indexed:
+            assert condition is not None
+            assert candidates is not None
+            statement, params = self._sql.nearest_indexed(query, condition, top, candidates)
+        else:
+            statement, params = self._sql.nearest(query, condition, top)
+        cursor = conn.execute(statement, params, prepare=False, binary=True)
+
+        def rows() -> list[Any]:
+            found = cursor.fetchall()
+            if candidates is not None:
+                self._efs[conn] = candidates
+            if indexed and len(found) < top:
                 statement, params = self._sql.nearest(query, condition, top)
-                rows = conn.execute(statement, params, prepare=False, binary=True).fetchall()
-        # the HNSW index orders by distance alone; ties by id here
+                found = conn.execute(statement, params, prepare=False, binary=True).fetchall()
+            return found
+
+        return rows
+
+    def _by_distance(self, rows: list[Any], min_score: float) -> tuple[EmbeddingMatch, ...]:
+        """The matches of rows found by distance, nearest first, ties by id (the HNSW index
+        orders by distance alone), at or above `min_score` (applied to the nearest rows, never
+        before: it cuts only the tail)."""
         rows.sort(key=lambda row: (row[4], row[0]))
-        # `min_score` is applied to the nearest rows, never before: it cuts only the tail
-        matches = [
+        return tuple(
             self._match(row, score=1 - float(row[4]) / 2)
             for row in rows
-            if 1 - float(row[4]) / 2 >= request.min_score
-        ]
-        return EmbeddingSearchResult(tuple(matches))
-
-    def _indexed(
-        self, conn: Connection[Any], query: Any, condition: Filter, top: int
-    ) -> list[Any] | None:
-        """`approximate_filters`: the HNSW index's `ef_search` nearest candidates that pass
-        `condition`, the nearest `top` of them; None when fewer came back (a selective filter:
-        rows that pass may be behind nearer ones that do not), for the exact query instead."""
-        statement, params = self._sql.nearest_indexed(query, condition, top)
-        rows = conn.execute(statement, params, prepare=False, binary=True).fetchall()
-        return rows if len(rows) >= top else None
+            if 1 - float(row[4]) / 2 >= min_score
+        )
 
     def search_text(
         self, text: str, *, max_results: int = 3, filter: Filter | None = None
@@ -354,25 +428,30 @@ class PgVectorEmbeddingStore(SingleWrites):
         """The segments whose words best match `text` (any of its rare words, see the module;
         ranked by `ts_rank_cd`), best first."""
         check_text_search(text, max_results, filter)
-        statement, params = self._sql.full_text(filter)
         with self._errors("search the text"), self._pool.connection() as conn:
-            row = conn.execute(self._sql.lexemes, [text]).fetchone()
-            terms, size = (row[0], row[1] or 0) if row else ([], 0)
+            return self._words(conn, text, max_results, filter)
 
-            def count(words: list[str]) -> dict[str, int]:
-                found = conn.execute(self._sql.word_rows, [words], prepare=False).fetchall()
-                return {word: int(number) for word, number in found if number}
+    def _words(
+        self, conn: Connection[Any], text: str, max_results: int, filter: Filter | None
+    ) -> list[EmbeddingMatch]:
+        """`search_text` on `conn`."""
+        statement, params = self._sql.full_text(filter)
+        row = conn.execute(self._sql.lexemes, [text]).fetchone()
+        terms, size = (row[0], row[1] or 0) if row else ([], 0)
 
-            # the words worth ranking by: see _selective
-            chosen = selective(list(dict.fromkeys(terms)), self._word_rows, size, count)
-            if not chosen:
-                return []
-            query = " | ".join(chosen)
-            found = conn.execute(
-                statement, [query, query, *params, max_results], prepare=False, binary=True
-            )
-            rows = found.fetchall()
-        return [self._match(row, score=float(row[4])) for row in rows]
+        def count(words: list[str]) -> dict[str, int]:
+            found = conn.execute(self._sql.word_rows, [words], prepare=False).fetchall()
+            return {word: int(number) for word, number in found if number}
+
+        # the words worth ranking by: see _selective
+        chosen = selective(list(dict.fromkeys(terms)), self._word_rows, size, count)
+        if not chosen:
+            return []
+        query = " | ".join(chosen)
+        found = conn.execute(
+            statement, [query, query, *params, max_results], prepare=False, binary=True
+        )
+        return [self._match(row, score=float(row[4])) for row in found.fetchall()]
 
     def count(self) -> int:
         """How many embeddings are stored."""
@@ -434,11 +513,8 @@ class _Statements:
     plan it once for any parameters (a generic plan, chosen without knowing how many rows
     pass)."""
 
-    def __init__(
-        self, sql: Any, parts: list[str], config: str, dimension: int, ef_search: int
-    ) -> None:
+    def __init__(self, sql: Any, parts: list[str], config: str, dimension: int) -> None:
         self.sql = sql
-        self.ef_search = ef_search
         name = sql.Identifier(*parts)
         base = parts[-1]
         self.name = name
@@ -554,19 +630,26 @@ class _Statements:
         where, params = _filter(condition)
         return self.exact.format(t=self.name, w=where), [query, *params, top]
 
-    def nearest_indexed(self, query: Any, condition: Filter, top: int) -> tuple[Any, list[Any]]:
-        """The `top` rows nearest `query` among the HNSW index's `ef_search` candidates that
-        pass `condition` (approximate), and the parameters. The candidates are the unfiltered
-        search's, which the planner reads from the index as it does for `approximate`; the
-        filter is outside their `LIMIT`, so it cannot be pushed under it (to a scan of the rows
-        that pass, or the metadata index's bitmap): one statement, no planner settings."""
+    def nearest_indexed(
+        self, query: Any, condition: Filter, top: int, candidates: int
+    ) -> tuple[Any, list[Any]]:
+        """The `top` rows nearest `query` among the HNSW index's `candidates` nearest (its
+        `hnsw.ef_search`) that pass `condition` (approximate), and the parameters. The
+        candidates are the unfiltered search's, which the planner reads from the index as it
+        does for `approximate`; the filter is outside their `LIMIT`, so it cannot be pushed
+        under it (to a scan of the rows that pass, or the metadata index's bitmap): one
+        statement, no planner settings."""
         where, params = _filter(condition)
         statement = self.sql.SQL(
             "SELECT id, embedding, text, metadata, distance FROM "
             "(SELECT id, embedding, text, metadata, embedding <=> %s AS distance FROM {t} "
-            "ORDER BY distance LIMIT {e}) AS c WHERE {w} ORDER BY distance LIMIT %s"
-        ).format(t=self.name, e=self.sql.Literal(self.ef_search), w=where)
-        return statement, [query, *params, top]
+            "ORDER BY distance LIMIT %s) AS c WHERE {w} ORDER BY distance LIMIT %s"
+        ).format(t=self.name, w=where)
+        return statement, [query, candidates, *params, top]
+
+    def set_ef(self, candidates: int) -> Any:
+        """``SET hnsw.ef_search`` to `candidates`."""
+        return self.sql.SQL("SET hnsw.ef_search = {}").format(self.sql.Literal(candidates))
 
     def full_text(self, condition: Filter | None) -> tuple[Any, list[Any]]:
         """The rows matching a tsquery (its parameter, twice) that pass `condition`, best ranked
