@@ -419,6 +419,31 @@ def test_a_filtered_search_finds_the_rows_that_pass_behind_nearer_ones(store: An
     assert [m.embedding_id for m in store.search(unfiltered).matches] == ids[:3]
 
 
+def test_a_filtered_text_search_finds_the_rows_that_pass_behind_better_ranked_ones(
+    store: Any,
+) -> None:
+    """30 of 90 rows pass the filter; the 60 that do not rank first by their words (shorter,
+    the word repeated): a full-text search, and a hybrid one, with the filter return rows
+    that pass, as many as asked for (the SQLite store asks FTS5 for the best rows only when
+    enough of the table passes, then for all when too few of them did)."""
+    texts = [TextSegment("apple apple", {"user": "bob"}) for _ in range(60)]
+    texts += [
+        TextSegment(f"an apple among many other words, row {i}", {"user": "ann"}) for i in range(30)
+    ]
+    ids = store.add_all([vec(1, 0.01 * i) for i in range(90)], texts)
+    ann = key("user").eq("ann")
+    found = store.search_text("apple", max_results=5, filter=ann)
+    assert len(found) == 5
+    assert {m.embedding_id for m in found} <= set(ids[60:])
+    assert [m.embedding_id for m in store.search_text("apple", max_results=5)] != []
+    assert {m.embedding_id for m in store.search_text("apple", max_results=5)} <= set(ids[:60])
+    request = EmbeddingSearchRequest(
+        query_embedding=vec(1), max_results=40, filter=ann, query="apple"
+    )
+    assert {m.embedding_id for m in store.search(request).matches} == set(ids[60:])
+    assert store.search_text("apple", max_results=5, filter=key("user").eq("eve")) == []
+
+
 def test_a_filtered_search_is_the_exact_top_of_the_rows_that_pass(store: Any) -> None:
     """Under a filter passing a tenth of the rows, the matches are numpy's brute-force top 10
     of those rows, in order."""

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import re
 import sqlite3
 import threading
@@ -69,6 +70,11 @@ from ._values import TextSegment
 from ._vectors import MetadataIndex, Selection, VectorIndex, check_embeddings, words
 
 __all__ = ["SqliteEmbeddingStore"]
+
+_LIMITED = 0.25
+"""From this share of the rows passing a filter, a full-text search asks FTS5 for its best only
+(twice the rows wanted over that share; all of them if too few then pass), not for every row
+that matches."""
 
 _Added = tuple[int, int, "npt.NDArray[np.float32]", list[TextSegment | None]]
 """Rows a write added: the table's top rowid before it inserted them, the rowid of the first
@@ -594,8 +600,8 @@ class SqliteEmbeddingStore(SingleWrites):
         self, text: str, count: int, filter: Filter | None
     ) -> list[tuple[int, float, int]]:
         """(rowid, BM25 score, position) of the rows best matching `text`'s words, best first,
-        of those `filter` passes: the `count` best (and as many as rows are known unreadable),
-        or every one when a filter is given (it may drop rows)."""
+        of those `filter` passes: at least the `count` best (and as many as rows are known
+        unreadable) when as many match."""
         fts = f"{self.table}_fts"
         terms = selective(  # the words worth ranking by: see _sqlite_text
             self._db, fts, list(dict.fromkeys(words(text))), self._term_docs, len(self._cache)
@@ -605,18 +611,37 @@ class SqliteEmbeddingStore(SingleWrites):
         # Only rowids and scores leave FTS5 (sorting whole rows, vectors included, cost more
         # than the ranking); segments are read for the rows returned.
         query = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
-        limit = "LIMIT ?" if filter is None else ""
-        ranked = self._db.execute(
+        rows = None if filter is None or not len(self._cache) else self._selection(filter)
+        wanted: int | None = count + len(self._damaged)
+        share = 1.0 if rows is None else len(rows.positions) / len(self._cache)
+        if share < 1.0:  # as many more as the filter may drop, by the share it passes
+            few = share < _LIMITED
+            wanted = None if few else 2 * math.ceil(count / share) + len(self._damaged)
+        ranked = self._words_ranked(query, wanted)
+        found = self._text_held(ranked, rows)
+        if wanted is not None and len(ranked) == wanted and len(found) < count:
+            found = self._text_held(self._words_ranked(query, None), rows)  # it dropped more
+        return found
+
+    def _words_ranked(self, query: str, limit: int | None) -> list[Any]:
+        """(rowid, BM25 score) of the FTS5 rows matching `query`, best first: the `limit` best,
+        or all."""
+        fts = f"{self.table}_fts"
+        return self._db.execute(
             f"SELECT rowid, -bm25({fts}) FROM {fts} WHERE {fts} MATCH ? "
-            f"ORDER BY bm25({fts}), rowid {limit}",
-            (query, count + len(self._damaged)) if filter is None else (query,),
+            f"ORDER BY bm25({fts}), rowid {'' if limit is None else 'LIMIT ?'}",
+            (query,) if limit is None else (query, limit),
         ).fetchall()
+
+    def _text_held(self, ranked: list[Any], rows: Selection | None) -> list[tuple[int, float, int]]:
+        """The rows of `ranked` (rowid, score) the cache holds (and `rows` has), with their
+        positions."""
         keys = np.asarray([r[0] for r in ranked], dtype=np.int64)
         held = np.searchsorted(self._cache.keys, keys)
         held[held >= len(self._cache)] = 0
         ok = (self._cache.keys[held] == keys) if len(self._cache) else keys < 0
-        if filter is not None and len(self._cache):
-            ok &= self._selection(filter).mask[held]
+        if rows is not None:
+            ok &= rows.mask[held]
         return [
             (int(r[0]), float(r[1]), at)
             for r, good, at in zip(ranked, ok.tolist(), held.tolist(), strict=True)
