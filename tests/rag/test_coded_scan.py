@@ -30,13 +30,13 @@ def _store(kind: str, tmp_path: Path) -> Any:
     return InMemoryEmbeddingStore() if kind == "memory" else SqliteEmbeddingStore(tmp_path / "c.db")
 
 
-def _close_rows(rng: np.random.Generator) -> npt.NDArray[np.float64]:
+def _close_rows(rng: np.random.Generator, size: int = ROWS) -> npt.NDArray[np.float64]:
     """Rows around a few centres, moved from them by a hundredth of their length: the best
     cosines with a query near a row differ by about 1e-5, far less than the error of int8 codes
     (a coordinate to within 1/254 of the largest), so only exact scores can order them. Every
     tenth row repeats an earlier one (ties)."""
     centres = rng.normal(size=(4, DIMENSION))
-    rows = centres[rng.integers(0, 4, size=ROWS)] + 0.03 * rng.normal(size=(ROWS, DIMENSION))
+    rows = centres[rng.integers(0, 4, size=size)] + 0.03 * rng.normal(size=(size, DIMENSION))
     rows[9::10] = rows[: len(rows[9::10])]
     return rows
 
@@ -154,3 +154,15 @@ def test_many_filters_each_passing_many_rows_are_answered_exactly(
         for _ in range(2):
             query = rng.normal(size=DIMENSION)
             assert _found(store, query, 5, condition) == _exact(rows, chosen, query, 5)
+
+
+def test_a_scan_on_two_threads_answers_as_an_exact_search() -> None:
+    """From 16,384 rows the coded scan runs on two threads: the same answers."""
+    rng = np.random.default_rng(11)
+    rows = _close_rows(rng, 20_000)
+    store = InMemoryEmbeddingStore()
+    store.add_all(rows.astype(np.float32), ids=[str(n) for n in range(len(rows))])
+    alive = list(range(len(rows)))
+    for n in range(4):  # (codes are made from the second scan on)
+        query = rows[n * 997] + 0.001 * rng.normal(size=DIMENSION)
+        assert _found(store, query, 10, None) == _exact(rows, alive, query, 10)

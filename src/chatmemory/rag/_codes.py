@@ -19,6 +19,7 @@ position order as everywhere else.
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import numpy.typing as npt
@@ -34,6 +35,11 @@ CODED_AT = 4_096
 """Rows scanned at once from which codes pay (below, the float rows are a few MB)."""
 _STEP = 512
 """Rows coded at a time: their float copy stays in the processor's cache between the passes."""
+_SPLIT_AT = 16_384
+"""Rows from which the coded scan runs on two threads (when the process may use two cores):
+bound by memory, it reads about 1.4 times as fast with two cores' reads in flight (1.8-2.0 ms
+against 1.3-1.5 at 100,000 rows of 384 dimensions, cold)."""
+_THREADS = min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
 _MARGIN = 1e-5
 """For the float rounding of the products and of the exact scores themselves."""
 
@@ -102,7 +108,9 @@ def coded(
     q_step = max(float(np.abs(q).max()), 1e-30) / 127.0
     q_code = np.rint(q / q_step).astype(np.int8)
     q_error = float(np.linalg.norm(q - q_code.astype(np.float64) * q_step))
-    scores = np.asarray(simsimd.cdist(q_code[None, :], rows, metric="dot"), np.float64)[0]
+    threads = _THREADS if len(rows) >= _SPLIT_AT else 1
+    products = simsimd.cdist(q_code[None, :], rows, metric="dot", threads=threads)
+    scores = np.asarray(products, np.float64)[0]
     scores *= steps
     scores *= q_step
     half = widest / 2.0
