@@ -17,7 +17,7 @@ from typing import Protocol, TypeVar
 from ._embeddings import EmbeddingMatch, EmbeddingSearchRequest, EmbeddingSearchResult
 from ._filters import Filter
 
-__all__ = ["DEPTH", "RRF_K", "fused_order", "fused_search"]
+__all__ = ["DEPTH", "RRF_K", "fused_order", "fused_result", "fused_search", "vector_half"]
 
 K = TypeVar("K", bound=Hashable)
 
@@ -37,9 +37,23 @@ def fused_search(store: _Both, request: EmbeddingSearchRequest) -> EmbeddingSear
     """`request` answered by `store`'s vector and full-text rankings fused (the store's `search`
     calls this when `request.query` is set)."""
     assert request.query is not None
-    depth = max(DEPTH, request.max_results)
-    vectors = store.search(dataclasses.replace(request, query=None, max_results=depth)).matches
-    texts = store.search_text(request.query, max_results=depth, filter=request.filter)
+    vectors = vector_half(request)
+    texts = store.search_text(request.query, max_results=vectors.max_results, filter=request.filter)
+    return fused_result(request, store.search(vectors).matches, texts)
+
+
+def vector_half(request: EmbeddingSearchRequest) -> EmbeddingSearchRequest:
+    """The vector ranking a hybrid `request` fuses: without its text, `DEPTH` deep (at least
+    `max_results`); the full-text ranking is read as deep."""
+    return dataclasses.replace(request, query=None, max_results=max(DEPTH, request.max_results))
+
+
+def fused_result(
+    request: EmbeddingSearchRequest,
+    vectors: Sequence[EmbeddingMatch],
+    texts: Sequence[EmbeddingMatch],
+) -> EmbeddingSearchResult:
+    """The answer to a hybrid `request`: its two rankings fused, the best `max_results`."""
     return EmbeddingSearchResult(tuple(fuse([vectors, texts])[: request.max_results]))
 
 

@@ -36,7 +36,6 @@ import uuid
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -58,7 +57,7 @@ from ._embeddings import (
     removal,
 )
 from ._filters import Filter
-from ._hybrid import DEPTH, fuse
+from ._hybrid import fused_result, vector_half
 from ._selective import ROWS, selective
 from ._values import TextSegment
 from ._vectors import as_matrix
@@ -181,7 +180,7 @@ class PgVectorEmbeddingStore(SingleWrites):
         self._word_rows: dict[str, tuple[int, int]] = {}  # see _selective
         self._ef_search = ef_search
         self._efs: weakref.WeakKeyDictionary[Connection[Any], int] = weakref.WeakKeyDictionary()
-        """`hnsw.ef_search` as each pooled connection has it (see `_candidates`)."""
+        """`hnsw.ef_search` as each pooled connection has it (see `_nearest`)."""
 
         def configure(conn: Connection[Any]) -> None:
             if create:  # the type must exist before the adapter can register it
@@ -342,8 +341,8 @@ class PgVectorEmbeddingStore(SingleWrites):
         full-text search runs on a second one meanwhile, then the vectors' rows are read. On
         a pool with no second connection free, one after the other on the first."""
         assert request.query is not None
-        depth = max(DEPTH, request.max_results)
-        vectors = replace(request, query=None, max_results=depth)
+        vectors = vector_half(request)
+        depth = vectors.max_results
         with self._errors("search"), self._pool.connection() as conn:
             with conn.pipeline():
                 nearest = self._nearest(conn, vectors)
@@ -356,8 +355,7 @@ class PgVectorEmbeddingStore(SingleWrites):
             rows = nearest()
             if texts is None:
                 texts = self._words(conn, request.query, depth, request.filter)
-        matches = self._by_distance(rows, request.min_score)
-        return EmbeddingSearchResult(tuple(fuse([matches, texts])[: request.max_results]))
+        return fused_result(request, self._by_distance(rows, request.min_score), texts)
 
     @contextmanager
     def _spare(self) -> Iterator[Connection[Any] | None]:

@@ -63,7 +63,7 @@ from ._embeddings import (
     removal,
 )
 from ._filters import Filter
-from ._hybrid import DEPTH, fused_order
+from ._hybrid import fused_order, vector_half
 from ._sqlite_keys import KeyedRows
 from ._sqlite_text import selective
 from ._values import TextSegment
@@ -423,7 +423,7 @@ class SqliteEmbeddingStore(SingleWrites):
                 if request.query is None:
                     found = self._ranked(request, request.max_results)
                 else:  # hybrid (see _hybrid): both rankings fused, rows read for the best only
-                    depth = max(DEPTH, request.max_results)
+                    depth = vector_half(request).max_results
                     vectors = self._ranked(request, depth)
                     texts = self._text_ranked(request.query, depth, request.filter)[:depth]
                     at = {k: a for k, _, a in (*texts, *vectors)}  # the vectors' always known
